@@ -1,0 +1,83 @@
+package image
+
+import "fmt"
+
+// NormLUT maps each uint8 value of each channel to its normalised float32:
+// (float32(x) − m) / s with m = float32(Mean·float32(1/RescaleFactor)) and
+// s likewise, the transformers fast processor's fused rescale+normalise
+// (for the default 0.5/0.5: (x − 127.5) / 127.5, a float32 division).
+type NormLUT [3][256]float32
+
+// NewNormLUT builds the lookup table for c.
+func NewNormLUT(c *ChainConfig) *NormLUT {
+	var l NormLUT
+	inv := float32(1 / c.RescaleFactor)
+	for ch := 0; ch < 3; ch++ {
+		m := c.Mean[ch] * inv
+		s := c.Std[ch] * inv
+		for x := 0; x < 256; x++ {
+			l[ch][x] = (float32(x) - m) / s
+		}
+	}
+	return &l
+}
+
+// PatchifyRows returns the number of pixel_values rows a w×h frame yields
+// (grid_t·grid_h·grid_w with grid_t = 1 for one image).
+func (c *ChainConfig) PatchifyRows(w, h int) int {
+	return (h / c.PatchSize) * (w / c.PatchSize)
+}
+
+// Patchify normalises the frame img (whose sides must be multiples of
+// PatchSize·MergeSize) with lut and writes its pixel_values rows into dst,
+// which must hold exactly PatchifyRows(img.W, img.H)·RowWidth() float32s.
+// The frame is repeated TemporalPatchSize times (one image = one frame).
+// Row order is (block_row, block_col, merge_row, merge_col), column order
+// (channel, temporal, py, px): transformers' Qwen2-VL
+// view(...).permute(0,3,6,4,7,2,1,5,8). It allocates nothing.
+func (c *ChainConfig) Patchify(dst []float32, img *RGB, lut *NormLUT) (Grid, error) {
+	p, m, tp := c.PatchSize, c.MergeSize, c.TemporalPatchSize
+	f := p * m
+	if img.W%f != 0 || img.H%f != 0 || img.W == 0 || img.H == 0 {
+		return Grid{}, fmt.Errorf("image: patchify: frame %dx%d is not a positive multiple of %d", img.W, img.H, f)
+	}
+	gh, gw := img.H/p, img.W/p
+	rw := c.RowWidth()
+	if len(dst) != gh*gw*rw {
+		return Grid{}, fmt.Errorf("image: patchify: dst holds %d values, frame %dx%d needs %d", len(dst), img.W, img.H, gh*gw*rw)
+	}
+	stride := img.W * 3
+	row := 0
+	for bh := 0; bh < gh/m; bh++ {
+		for bw := 0; bw < gw/m; bw++ {
+			for mh := 0; mh < m; mh++ {
+				for mw := 0; mw < m; mw++ {
+					out := dst[row*rw : (row+1)*rw]
+					y0 := (bh*m + mh) * p
+					x0 := (bw*m + mw) * p
+					o := 0
+					for ch := 0; ch < 3; ch++ {
+						l := &lut[ch]
+						start := o
+						for py := 0; py < p; py++ {
+							src := img.Pix[(y0+py)*stride+x0*3+ch:]
+							seg := out[o : o+p]
+							for px := range seg {
+								seg[px] = l[src[3*px]]
+							}
+							o += p
+						}
+						// Temporal copies of the same frame.
+						n := p * p
+						for t := 1; t < tp; t++ {
+							copy(out[o:o+n], out[start:start+n])
+							o += n
+						}
+					}
+					row++
+				}
+			}
+		}
+	}
+	return Grid{T: 1, H: gh, W: gw}, nil
+}
