@@ -1,0 +1,531 @@
+// Package processor composes GR00T N1.7's host-side input pipeline for one
+// observation: frame decoding, the image eval chain and Qwen patch
+// flattening (core/image), the prompt and its tokens (core/text) and the
+// mRoPE position ids (core/rope), in the order and layout upstream's
+// Gr00tN1d7Processor + Qwen3VLProcessor produce them (spec gr00t-n17 §3).
+package processor
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gr00tgw/gr00tgw/core/image"
+	"github.com/gr00tgw/gr00tgw/core/rope"
+	"github.com/gr00tgw/gr00tgw/core/text"
+)
+
+// Observation errors callers branch on (HTTP 400); they are wrapped in an
+// *image.FrameError naming the camera.
+var (
+	// ErrMissingCamera: a camera of the embodiment is absent.
+	ErrMissingCamera = errors.New("camera missing")
+	// ErrUnknownCamera: a camera the embodiment does not use was sent.
+	ErrUnknownCamera = errors.New("camera not used by this embodiment")
+	// ErrFrameCount: a camera sent a number of frames other than
+	// len(VideoDeltaIndices).
+	ErrFrameCount = errors.New("wrong number of frames")
+)
+
+// Observation is one request's camera frames and instruction.
+type Observation struct {
+	// Images maps camera key → encoded frames oldest first, each a base64
+	// PNG/JPEG (optionally a data:image/...;base64, URL) as /predict sends
+	// them. Used when Frames is nil.
+	Images map[string][]string
+	// Frames maps camera key → decoded frames oldest first. When set,
+	// Images is ignored. The processor only reads them.
+	Frames map[string][]*image.RGB
+	// Instruction is the raw task text (formalised by the processor when
+	// the config says so).
+	Instruction string
+}
+
+// Options tunes one Process call. The zero value is the serving default.
+type Options struct {
+	// KeepFrames copies frames_eval and frames_resized into Inputs (debug
+	// and golden tooling; costs two frame copies per image).
+	KeepFrames bool
+	// PixelValues, when its capacity suffices, becomes the backing store of
+	// Inputs.PixelValues (every element is overwritten), sparing the
+	// 11 MB allocation and clearing per DROID call. The caller must not use
+	// it for anything else until it is done with the Inputs.
+	PixelValues []float32
+}
+
+// Timings are wall-clock durations of the stages of one Process call, in
+// execution order: decode, tokenize, images, rope.
+type Timings struct {
+	Decode   time.Duration // base64 + PNG/JPEG decoding of all frames (parallel)
+	Images   time.Duration // eval chain + smart_resize + patchify of all frames (parallel)
+	Tokenize time.Duration // formalisation + prompt tokens
+	Rope     time.Duration // mRoPE position ids
+	Total    time.Duration
+}
+
+// Inputs are the model inputs of one observation (batch 1, no padding).
+// All slices are owned by the caller; they are freshly allocated except
+// PixelValues, which aliases Options.PixelValues when that was large enough.
+type Inputs struct {
+	// PixelValues is [Rows, RowWidth] float32 row-major: the images'
+	// patches in model order (time-major, then camera).
+	PixelValues    []float32
+	Rows, RowWidth int
+	// ImageGridTHW is [NumImages] image_grid_thw rows.
+	ImageGridTHW []image.Grid
+	// InputIDs and AttentionMask are [S]; AttentionMask is all ones.
+	InputIDs, AttentionMask []int64
+	// PositionIDs is [3, S] (rows t, h, w), RopeDelta upstream's
+	// mrope_position_deltas.
+	PositionIDs []int64
+	RopeDelta   int64
+	// SeqLen is S; TextTokens is n_text (instruction tokens); ImageTokens
+	// the number of <|image_pad|> tokens.
+	SeqLen, TextTokens, ImageTokens int
+	// Instruction is the text that was tokenized (after formalisation).
+	Instruction string
+	// FrameOrder names the images in model order ("camera[t]" with t the
+	// video delta index).
+	FrameOrder []string
+	// EvalFrames and ResizedFrames are frames_eval and frames_resized in
+	// model order, only with Options.KeepFrames.
+	EvalFrames, ResizedFrames []*image.RGB
+	Timings                   Timings
+}
+
+// Processor turns observations into model inputs. It is immutable and safe
+// for concurrent use; per-frame scratch memory comes from an internal pool.
+type Processor struct {
+	cfg      Config
+	tok      *text.Tokenizer
+	rope     rope.Config
+	lut      *image.NormLUT
+	ws       wsPool
+	parallel int
+	limits   image.Limits
+}
+
+// New returns a Processor for cfg (validated and copied) that tokenizes
+// with tok. Frames are processed on up to GOMAXPROCS goroutines and must
+// have sides within image.DefaultLimits.
+func New(cfg Config, tok *text.Tokenizer) (*Processor, error) {
+	if tok == nil {
+		return nil, fmt.Errorf("%w: nil tokenizer", ErrConfig)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.Cameras = append([]string(nil), cfg.Cameras...)
+	cfg.VideoDeltaIndices = append([]int(nil), cfg.VideoDeltaIndices...)
+	p := &Processor{cfg: cfg, tok: tok, rope: rope.DefaultConfig(), parallel: runtime.GOMAXPROCS(0), limits: image.DefaultLimits}
+	p.rope.SpatialMergeSize = cfg.Chain.MergeSize
+	for _, x := range []struct {
+		tok string
+		dst *int64
+	}{{text.ImagePad, &p.rope.ImageTokenID}, {text.VisionStart, &p.rope.VisionStartTokenID}} {
+		id, ok := tok.TokenID(x.tok)
+		if !ok {
+			return nil, fmt.Errorf("%w: tokenizer has no %s", ErrConfig, x.tok)
+		}
+		*x.dst = int64(id)
+	}
+	p.lut = image.NewNormLUT(&p.cfg.Chain)
+	p.ws = wsPool{cfg: p.cfg.Chain, max: 2 * p.parallel}
+	return p, nil
+}
+
+// Config returns a copy of the processor's configuration.
+func (p *Processor) Config() Config { return p.cfg }
+
+// Tokenizer returns the processor's tokenizer.
+func (p *Processor) Tokenizer() *text.Tokenizer { return p.tok }
+
+// droidGrid is the served DROID grid; with the DROID chain it is reached by
+// landscape frames with width/height in about [1.686, 1.814] (checked by
+// scanning heights 64…2000 through ChainConfig.Sizes).
+var droidGrid = image.Grid{T: 1, H: 16, W: 28}
+
+const droidAspectHint = " (accepted: landscape frames with width/height in [1.686, 1.814], e.g. 16:9 320x180, 1280x720, 1920x1080)"
+
+// frameJob is one image in model order.
+type frameJob struct {
+	camera string
+	t      int // index into VideoDeltaIndices
+	b64    string
+	src    *image.RGB
+	rows   int
+	off    int
+	grid   image.Grid
+	eval   *image.RGB
+	resz   *image.RGB
+}
+
+// Process runs the host pipeline on obs. Errors about the observation are
+// client errors: *image.FrameError (naming "images.<camera>[i]", wrapping
+// image.ErrUndecodable, ErrFrameSize, ErrAspect, ErrSizeMismatch or this
+// package's ErrMissingCamera, ErrUnknownCamera, ErrFrameCount) or
+// *text.InstructionError (field "instruction"). Frames are decoded, then
+// run through the chain, concurrently (up to GOMAXPROCS goroutines); the
+// instruction is checked and tokenized between the two, so a bad
+// instruction costs no image work.
+func (p *Processor) Process(obs *Observation, opt Options) (*Inputs, error) {
+	t0 := time.Now()
+	jobs, err := p.plan(obs)
+	if err != nil {
+		return nil, err
+	}
+	in := &Inputs{RowWidth: p.cfg.Chain.RowWidth()}
+
+	// Decode (when needed), in parallel.
+	if obs.Frames == nil {
+		if err := p.each(jobs, func(j *frameJob) error {
+			j.src = new(image.RGB)
+			if _, err := image.DecodeBase64(j.src, j.b64, p.limits, nil); err != nil {
+				return &image.FrameError{Camera: j.camera, Index: j.t, Err: err}
+			}
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+	}
+	in.Timings.Decode = time.Since(t0)
+
+	// Sizes, grids and the pixel_values layout.
+	for i, cam := range p.cfg.Cameras {
+		frames := make([]*image.RGB, p.cfg.FramesPerCamera())
+		for t := range frames {
+			frames[t] = jobs[t*len(p.cfg.Cameras)+i].src
+		}
+		if err := image.CheckSameSize(cam, frames); err != nil {
+			return nil, err
+		}
+	}
+	imageTokens := make([]int, len(jobs))
+	rows := 0
+	for k := range jobs {
+		j := &jobs[k]
+		if err := p.limits.Check(j.src.W, j.src.H); err != nil {
+			return nil, &image.FrameError{Camera: j.camera, Index: j.t, Err: err}
+		}
+		sz, err := p.cfg.Chain.Sizes(j.src.W, j.src.H)
+		if err != nil {
+			return nil, &image.FrameError{Camera: j.camera, Index: j.t, Err: fmt.Errorf("%w: %w", image.ErrAspect, err)}
+		}
+		if rg := p.cfg.RequireGrid; rg != (image.Grid{}) && sz.Grid != rg {
+			hint := ""
+			if rg == droidGrid && p.cfg.Chain == image.DefaultDROIDChain() {
+				hint = droidAspectHint
+			}
+			return nil, &image.FrameError{Camera: j.camera, Index: j.t, Err: fmt.Errorf(
+				"%w: %dx%d (width x height) gives patch grid %dx%d, the served grid is %dx%d%s",
+				image.ErrAspect, j.src.W, j.src.H, sz.Grid.H, sz.Grid.W, rg.H, rg.W, hint)}
+		}
+		j.grid = sz.Grid
+		j.rows = sz.Grid.Rows()
+		j.off = rows
+		rows += j.rows
+		imageTokens[k] = sz.Grid.Tokens(p.cfg.Chain.MergeSize)
+	}
+	in.Rows = rows
+	if n := rows * in.RowWidth; cap(opt.PixelValues) >= n {
+		in.PixelValues = opt.PixelValues[:n]
+	} else {
+		in.PixelValues = make([]float32, n)
+	}
+
+	// Tokenize before the chain: microseconds, and a bad instruction then
+	// costs no image work.
+	ts := time.Now()
+	pr, err := p.tok.BuildPrompt(obs.Instruction, imageTokens, text.PromptOptions{
+		Formalize: p.cfg.FormalizeLanguage, MaxTextTokens: p.cfg.MaxTextTokens})
+	in.Timings.Tokenize = time.Since(ts)
+	if err != nil {
+		return nil, err
+	}
+
+	ti := time.Now()
+	imgErr := p.each(jobs, func(j *frameJob) error {
+		ws, err := p.ws.get()
+		if err != nil {
+			return err
+		}
+		defer p.ws.put(ws)
+		ev, err := ws.Eval(j.src)
+		if err != nil {
+			return &image.FrameError{Camera: j.camera, Index: j.t, Err: err}
+		}
+		if opt.KeepFrames {
+			j.eval = cloneRGB(ev)
+		}
+		rs, err := ws.QwenResize(ev)
+		if err != nil {
+			return &image.FrameError{Camera: j.camera, Index: j.t, Err: err}
+		}
+		if opt.KeepFrames {
+			j.resz = cloneRGB(rs)
+		}
+		dst := in.PixelValues[j.off*in.RowWidth : (j.off+j.rows)*in.RowWidth]
+		g, err := p.cfg.Chain.Patchify(dst, rs, p.lut)
+		if err != nil {
+			return &image.FrameError{Camera: j.camera, Index: j.t, Err: err}
+		}
+		if g != j.grid {
+			return &image.FrameError{Camera: j.camera, Index: j.t, Err: fmt.Errorf("image: grid %v, planned %v", g, j.grid)}
+		}
+		return nil
+	})
+	in.Timings.Images = time.Since(ti)
+	if imgErr != nil {
+		return nil, imgErr
+	}
+
+	in.ImageGridTHW = make([]image.Grid, len(jobs))
+	grids := make([]rope.Grid, len(jobs))
+	in.FrameOrder = make([]string, len(jobs))
+	for k := range jobs {
+		j := &jobs[k]
+		in.ImageGridTHW[k] = j.grid
+		grids[k] = rope.Grid{T: j.grid.T, H: j.grid.H, W: j.grid.W}
+		in.FrameOrder[k] = fmt.Sprintf("%s[%d]", j.camera, p.cfg.VideoDeltaIndices[j.t])
+		if opt.KeepFrames {
+			in.EvalFrames = append(in.EvalFrames, j.eval)
+			in.ResizedFrames = append(in.ResizedFrames, j.resz)
+		}
+	}
+	in.InputIDs, in.AttentionMask = pr.InputIDs, pr.AttentionMask
+	in.SeqLen, in.TextTokens, in.ImageTokens, in.Instruction = len(pr.InputIDs), len(pr.TextIDs), pr.ImageTokens, pr.Text
+
+	tr0 := time.Now()
+	in.PositionIDs, in.RopeDelta, err = rope.PositionIDs(in.InputIDs, in.AttentionMask, grids, p.rope)
+	if err != nil {
+		return nil, fmt.Errorf("processor: %w", err) // internal: the layout is ours
+	}
+	in.Timings.Rope = time.Since(tr0)
+	in.Timings.Total = time.Since(t0)
+	return in, nil
+}
+
+// plan checks the cameras and frame counts and lists the images in model
+// order: time-major, then camera (exterior(t−15), wrist(t−15), exterior(t),
+// wrist(t) for DROID).
+func (p *Processor) plan(obs *Observation) ([]frameJob, error) {
+	if obs == nil {
+		return nil, &image.FrameError{Camera: "", Index: -1, Err: ErrMissingCamera}
+	}
+	nT, nC := p.cfg.FramesPerCamera(), len(p.cfg.Cameras)
+	count := func(cam string) (int, bool) {
+		if obs.Frames != nil {
+			f, ok := obs.Frames[cam]
+			return len(f), ok
+		}
+		f, ok := obs.Images[cam]
+		return len(f), ok
+	}
+	known := make(map[string]bool, nC)
+	for _, cam := range p.cfg.Cameras {
+		known[cam] = true
+		n, ok := count(cam)
+		if !ok {
+			return nil, &image.FrameError{Camera: cam, Index: -1, Err: ErrMissingCamera}
+		}
+		if n != nT {
+			return nil, &image.FrameError{Camera: cam, Index: -1, Err: fmt.Errorf("%w: got %d, want %d (delta indices %v, oldest first)", ErrFrameCount, n, nT, p.cfg.VideoDeltaIndices)}
+		}
+	}
+	extra := func(cam string) error {
+		if !known[cam] {
+			return &image.FrameError{Camera: cam, Index: -1, Err: fmt.Errorf("%w (want %v)", ErrUnknownCamera, p.cfg.Cameras)}
+		}
+		return nil
+	}
+	if obs.Frames != nil {
+		for cam := range obs.Frames {
+			if err := extra(cam); err != nil {
+				return nil, err
+			}
+		}
+	} else {
+		for cam := range obs.Images {
+			if err := extra(cam); err != nil {
+				return nil, err
+			}
+		}
+	}
+	jobs := make([]frameJob, 0, nT*nC)
+	for t := range nT {
+		for _, cam := range p.cfg.Cameras {
+			j := frameJob{camera: cam, t: t}
+			if obs.Frames != nil {
+				j.src = obs.Frames[cam][t]
+				if j.src == nil || j.src.W < 1 || j.src.H < 1 || len(j.src.Pix) != j.src.W*j.src.H*3 {
+					return nil, &image.FrameError{Camera: cam, Index: t, Err: fmt.Errorf("%w: empty or inconsistent frame", image.ErrUndecodable)}
+				}
+			} else {
+				j.b64 = obs.Images[cam][t]
+			}
+			jobs = append(jobs, j)
+		}
+	}
+	return jobs, nil
+}
+
+// each runs fn on every job on up to p.parallel goroutines and returns the
+// first error in job order.
+func (p *Processor) each(jobs []frameJob, fn func(*frameJob) error) error {
+	if p.parallel <= 1 || len(jobs) < 2 {
+		for k := range jobs {
+			if err := fn(&jobs[k]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	errs := make([]error, len(jobs))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, p.parallel)
+	for k := range jobs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[k] = fn(&jobs[k])
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// wsPool keeps up to max idle Workspaces. Unlike sync.Pool it survives GC
+// cycles, so the frame-sized scratch buffers are allocated once per worker,
+// not once per collection.
+type wsPool struct {
+	cfg  image.ChainConfig
+	max  int
+	mu   sync.Mutex
+	free []*image.Workspace
+}
+
+func (w *wsPool) get() (*image.Workspace, error) {
+	w.mu.Lock()
+	if n := len(w.free); n > 0 {
+		ws := w.free[n-1]
+		w.free = w.free[:n-1]
+		w.mu.Unlock()
+		return ws, nil
+	}
+	w.mu.Unlock()
+	return image.NewWorkspace(w.cfg)
+}
+
+func (w *wsPool) put(ws *image.Workspace) {
+	w.mu.Lock()
+	if len(w.free) < w.max {
+		w.free = append(w.free, ws)
+	}
+	w.mu.Unlock()
+}
+
+func cloneRGB(f *image.RGB) *image.RGB {
+	return &image.RGB{W: f.W, H: f.H, Pix: append([]uint8(nil), f.Pix...)}
+}
+
+// Relative locations of the default assets inside DefaultAssetsDir.
+const (
+	DefaultCheckpointRel = "n17-tiny"
+	DefaultTokenizerRel  = "tokenizer/qwen3/tokenizer.json"
+)
+
+// DefaultAssetsDir returns the repository's testdata directory, which holds
+// the default processor_config.json (n17-tiny/) and tokenizer
+// (tokenizer/qwen3/). It walks up from the working directory, then from the
+// executable's directory, to the first directory whose go.mod declares
+// module github.com/gr00tgw/gr00tgw. (A single function so the lead can
+// swap it for go:embed.)
+func DefaultAssetsDir() (string, error) {
+	var starts []string
+	if wd, err := os.Getwd(); err == nil {
+		starts = append(starts, wd)
+	}
+	if exe, err := os.Executable(); err == nil {
+		if r, err := filepath.EvalSymlinks(exe); err == nil {
+			exe = r
+		}
+		starts = append(starts, filepath.Dir(exe))
+	}
+	for _, dir := range starts {
+		for d := dir; ; {
+			if b, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil && isOurModule(b) {
+				td := filepath.Join(d, "testdata")
+				if st, err := os.Stat(td); err == nil && st.IsDir() {
+					return td, nil
+				}
+			}
+			parent := filepath.Dir(d)
+			if parent == d {
+				break
+			}
+			d = parent
+		}
+	}
+	return "", fmt.Errorf("processor: default assets: no github.com/gr00tgw/gr00tgw module root above %v", starts)
+}
+
+func isOurModule(gomod []byte) bool {
+	for _, line := range strings.Split(string(gomod), "\n") {
+		if strings.TrimSpace(line) == "module github.com/gr00tgw/gr00tgw" {
+			return true
+		}
+	}
+	return false
+}
+
+// Open builds a Processor for a checkpoint directory: its
+// processor_config.json (DROID defaults when absent) for embodiment ("" =
+// the only or the DROID one), and its tokenizer.json when present, else the
+// default Qwen3 tokenizer under DefaultAssetsDir. weightsDir "" means the
+// default n17-tiny checkpoint under DefaultAssetsDir.
+func Open(weightsDir, embodiment string) (*Processor, error) {
+	assets := ""
+	needAssets := func() (string, error) {
+		if assets != "" {
+			return assets, nil
+		}
+		a, err := DefaultAssetsDir()
+		assets = a
+		return a, err
+	}
+	if weightsDir == "" {
+		a, err := needAssets()
+		if err != nil {
+			return nil, err
+		}
+		weightsDir = filepath.Join(a, DefaultCheckpointRel)
+	}
+	cfg, err := LoadConfig(filepath.Join(weightsDir, "processor_config.json"), embodiment)
+	if err != nil {
+		return nil, err
+	}
+	tokPath := filepath.Join(weightsDir, "tokenizer.json")
+	if _, err := os.Stat(tokPath); err != nil {
+		a, aerr := needAssets()
+		if aerr != nil {
+			return nil, aerr
+		}
+		tokPath = filepath.Join(a, DefaultTokenizerRel)
+	}
+	tok, err := text.LoadFile(tokPath)
+	if err != nil {
+		return nil, err
+	}
+	return New(cfg, tok)
+}
