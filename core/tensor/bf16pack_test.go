@@ -1,0 +1,63 @@
+package tensor
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestPackBF16MatchesWidened checks that packing bf16 bits directly gives
+// the same products as widening and packing fp32, for every variant and
+// both layouts, including a Kernels without BF16Packer.
+func TestPackBF16MatchesWidened(t *testing.T) {
+	r := rand.New(rand.NewPCG(51, 52))
+	const m, n, k = 13, 150, 77
+	wf := randSlice(r, n*k)
+	roundBF16(wf)
+	wh := make([]uint16, n*k)
+	for i, v := range wf {
+		wh[i] = uint16(math.Float32bits(v) >> 16)
+	}
+	whKN := make([]uint16, n*k)
+	wfKN := transposeKN(wf, n, k)
+	for i, v := range wfKN {
+		whKN[i] = uint16(math.Float32bits(v) >> 16)
+	}
+	x := randSlice(r, m*k)
+	kinds := []Kernels{plainKernels{Portable()}}
+	for _, v := range Variants() {
+		kinds = append(kinds, v.Kernels)
+	}
+	for _, kern := range kinds {
+		want := make([]float32, m*n)
+		kern.MatMul(want, x, m, kern.PackLinear(wf, n, k), nil)
+		for _, w := range []Packed{PackLinearBF16(kern, wh, n, k), PackKNBF16(kern, whKN, k, n)} {
+			got := make([]float32, m*n)
+			kern.MatMul(got, x, m, w, nil)
+			require.Equal(t, want, got, "%T", kern)
+		}
+	}
+	require.Panics(t, func() { Portable().(BF16Packer).PackLinearBF16(wh[:10], n, k) })
+}
+
+// plainKernels hides the optional interfaces of the Kernels it wraps.
+type plainKernels struct{ Kernels }
+
+// TestMatMulActUnfusedFallback runs MatMulAct on a Kernels without
+// FusedMatMul: MatMul, then Activate over y[:m·n] only.
+func TestMatMulActUnfusedFallback(t *testing.T) {
+	r := rand.New(rand.NewPCG(53, 54))
+	const m, n, k = 5, 40, 30
+	kern := Default()
+	x := randSlice(r, m*k)
+	w := kern.PackLinear(randSlice(r, n*k), n, k)
+	want := make([]float32, m*n)
+	MatMulAct(kern, want, x, m, w, nil, ActSiLU)
+	got := make([]float32, m*n+3)
+	got[m*n] = -1
+	MatMulAct(plainKernels{kern}, got, x, m, w, nil, ActSiLU)
+	require.Equal(t, want, got[:m*n])
+	require.Equal(t, float32(-1), got[m*n], "wrote past m·n")
+}

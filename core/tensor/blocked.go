@@ -1,0 +1,394 @@
+package tensor
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"unsafe"
+)
+
+// kernelKind selects the SIMD micro-kernel of a blockedKernels. The kernels
+// are called directly (not through a func value) so that escape analysis
+// keeps the edge-tile scratch on the stack.
+type kernelKind int
+
+const (
+	kindAVX512 kernelKind = iota + 1
+	kindAVX2
+)
+
+// widenOnceRowPanels is the number of row panels from which an item widens
+// a bf16 B panel once into scratch instead of in every micro-kernel call
+// (the in-kernel widening costs ~5 % of the kernel's peak per call).
+const widenOnceRowPanels = 8
+
+// Blocking of the packed GEMM (BLIS-style). A packed A block of mcPanels
+// micro-panels × kc columns (≈ 192 × 256 floats, 192 KiB) stays in L2 while
+// one B micro-panel (kc × NR) streams through it, reused by every row panel.
+const (
+	blockKCConst  = 256  // target k block; the real one evens out k
+	blockMC       = 192  // target rows per item (rounded to MR)
+	blockNCMax    = 1024 // max columns per item
+	itemsPerCore  = 8    // work items per thread, for dynamic balance
+	maxTileFloats = 6 * 64
+)
+
+// blockedKernels is the packed, cache-blocked GEMM driving an MR×NR SIMD
+// micro-kernel. It is shared and safe for concurrent use; per-call state
+// (the packed activations) lives in a free list, so steady-state MatMul
+// calls do not allocate.
+type blockedKernels struct {
+	name   string
+	kind   kernelKind
+	mr, nr int
+	// bf16w stores a weight whose every value is exactly representable in
+	// bf16 as bf16 panels (half the bytes, lossless); others stay fp32.
+	// Items with few row panels (small m, weight-streaming bound) widen B
+	// inside the micro-kernel; items with many widen each (k block, column
+	// panel) once into a per-worker fp32 panel that all row panels reuse.
+	bf16w bool
+
+	mu   sync.Mutex
+	free []*gemmState
+}
+
+// blockedPacked holds W as ⌈n/NR⌉ panels of [k][NR] values (zero-padded
+// past n), 64-byte aligned, so that the micro-kernel streams one contiguous
+// panel. Exactly one of w (fp32) and h (bf16 bits) is set.
+type blockedPacked struct {
+	n, k, nr int
+	panels   int
+	w        []float32
+	h        []uint16
+	owner    *blockedKernels
+}
+
+// narrow converts the fp32 panels to bf16 storage when every value is
+// exactly a bf16 (its low 16 bits are zero), which is the case for weights
+// widened from a bf16 checkpoint.
+func (p *blockedPacked) narrow() {
+	for _, v := range p.w {
+		if math.Float32bits(v)&0xffff != 0 {
+			return
+		}
+	}
+	h := alignedUint16s(len(p.w))
+	for i, v := range p.w {
+		h[i] = uint16(math.Float32bits(v) >> 16)
+	}
+	p.h, p.w = h, nil
+}
+
+// packedBy names the implementation that packed w, for error messages.
+func packedBy(w Packed) string {
+	if bp, ok := w.(*blockedPacked); ok {
+		return bp.owner.name
+	}
+	return fmt.Sprintf("%T", w)
+}
+
+// alignedUint16s returns a zeroed slice of n uint16 starting on a 64-byte
+// boundary.
+func alignedUint16s(n int) []uint16 {
+	s := make([]uint16, n+32)
+	off := int(uintptr(unsafe.Pointer(&s[0])) % 64 / 2)
+	if off != 0 {
+		off = 32 - off
+	}
+	return s[off : off+n : off+n]
+}
+
+// widenBF16Go is the scalar bf16 → fp32 widening.
+func widenBF16Go(dst []float32, src []uint16) {
+	dst = dst[:len(src)]
+	for i, h := range src {
+		dst[i] = math.Float32frombits(uint32(h) << 16)
+	}
+}
+
+func (p *blockedPacked) N() int { return p.n }
+func (p *blockedPacked) K() int { return p.k }
+
+// alignedFloats returns a zeroed slice of n float32 starting on a 64-byte
+// boundary.
+func alignedFloats(n int) []float32 {
+	s := make([]float32, n+16)
+	off := int(uintptr(unsafe.Pointer(&s[0])) % 64 / 4)
+	if off != 0 {
+		off = 16 - off
+	}
+	return s[off : off+n : off+n]
+}
+
+func (bk *blockedKernels) newPacked(n, k int) *blockedPacked {
+	panels := (n + bk.nr - 1) / bk.nr
+	return &blockedPacked{n: n, k: k, nr: bk.nr, panels: panels, w: alignedFloats(panels * k * bk.nr), owner: bk}
+}
+
+// PackLinear packs w ([n, k], nn.Linear layout) into NR-wide panels. It
+// panics if len(w) < n*k.
+func (bk *blockedKernels) PackLinear(w []float32, n, k int) Packed {
+	checkPack("PackLinear", len(w), n, k)
+	bp := bk.newPacked(n, k)
+	nr := bk.nr
+	for j := 0; j < n; j++ {
+		panel := bp.w[(j/nr)*k*nr:]
+		c := j % nr
+		row := w[j*k : j*k+k]
+		for p, v := range row {
+			panel[p*nr+c] = v
+		}
+	}
+	if bk.bf16w {
+		bp.narrow()
+	}
+	return bp
+}
+
+// PackKN packs w ([k, n], x·W layout) into NR-wide panels. It panics if
+// len(w) < k*n.
+func (bk *blockedKernels) PackKN(w []float32, k, n int) Packed {
+	checkPack("PackKN", len(w), n, k)
+	bp := bk.newPacked(n, k)
+	nr := bk.nr
+	for p := 0; p < k; p++ {
+		row := w[p*n : p*n+n]
+		for j0 := 0; j0 < n; j0 += nr {
+			j1 := min(j0+nr, n)
+			copy(bp.w[((j0/nr)*k+p)*nr:], row[j0:j1])
+		}
+	}
+	if bk.bf16w {
+		bp.narrow()
+	}
+	return bp
+}
+
+// gemmState is the per-call state of one MatMul: arguments, the blocking
+// decided for this shape and the packed activations. It is recycled.
+type gemmState struct {
+	bk         *blockedKernels
+	y, x, bias []float32
+	w          *blockedPacked
+	m          int
+	mPanels    int // ⌈m/MR⌉
+	mcPanels   int // row panels per item
+	icBlocks   int
+	jcChunks   int
+	jcPanels   int // B panels per item
+	kc         int
+	act        Activation
+	a          []float32   // packed x: [mPanels][k][MR]
+	bscr       [][]float32 // per-worker widened B panel [kc][NR] (bf16 weights)
+}
+
+func (bk *blockedKernels) getState() *gemmState {
+	bk.mu.Lock()
+	defer bk.mu.Unlock()
+	if n := len(bk.free); n > 0 {
+		st := bk.free[n-1]
+		bk.free = bk.free[:n-1]
+		return st
+	}
+	return &gemmState{bk: bk}
+}
+
+func (bk *blockedKernels) putState(st *gemmState) {
+	st.y, st.x, st.bias, st.w = nil, nil, nil, nil
+	bk.mu.Lock()
+	bk.free = append(bk.free, st)
+	bk.mu.Unlock()
+}
+
+// MatMul computes y[m, n] = x[m, k]·Wᵀ + bias on every core. It panics if w
+// was packed by another implementation or a slice is too short.
+func (bk *blockedKernels) MatMul(y, x []float32, m int, w Packed, bias []float32) {
+	bk.MatMulAct(y, x, m, w, bias, ActNone)
+}
+
+// MatMulAct is MatMul followed by act, applied to each output tile right
+// after its last k block, while it is in L1.
+func (bk *blockedKernels) MatMulAct(y, x []float32, m int, w Packed, bias []float32, act Activation) {
+	// Any variant with the same micro-kernel may run a weight (e.g. packed
+	// by DefaultBF16Weights, multiplied through Default): the panel layout
+	// is the kernel's, and bf16 panels are handled whoever packed them.
+	bp, ok := w.(*blockedPacked)
+	if !ok || bp.owner.kind != bk.kind {
+		panic(fmt.Sprintf("tensor: MatMul: weight packed by %s, not usable by %s", packedBy(w), bk.name))
+	}
+	checkMatMul(y, x, m, bp.n, bp.k, bias)
+	if m == 0 {
+		return
+	}
+	st := bk.getState()
+	st.plan(y, x, m, bp, bias)
+	st.act = act
+	t := defaultTeam()
+	t.parallelFor((*packPhase)(st), st.mPanels)
+	t.parallelFor((*gemmPhase)(st), st.icBlocks*st.jcChunks)
+	bk.putState(st)
+}
+
+// plan fixes the blocking for one call and sizes the packed-A buffer.
+func (st *gemmState) plan(y, x []float32, m int, bp *blockedPacked, bias []float32) {
+	mr := st.bk.mr
+	st.y, st.x, st.bias, st.w, st.m = y, x, bias, bp, m
+	st.mPanels = (m + mr - 1) / mr
+	// Even row blocks of at most blockMC rows (no ragged last block).
+	st.icBlocks = (st.mPanels + blockMC/mr - 1) / (blockMC / mr)
+	st.mcPanels = (st.mPanels + st.icBlocks - 1) / st.icBlocks
+	st.icBlocks = (st.mPanels + st.mcPanels - 1) / st.mcPanels
+	threads := defaultTeam().threads()
+	want := (threads*itemsPerCore + st.icBlocks - 1) / st.icBlocks
+	maxChunk := max(1, blockNCMax/bp.nr)
+	chunks := max(want, (bp.panels+maxChunk-1)/maxChunk)
+	chunks = min(chunks, bp.panels)
+	st.jcPanels = (bp.panels + chunks - 1) / chunks
+	st.jcChunks = (bp.panels + st.jcPanels - 1) / st.jcPanels
+	nkc := (bp.k + blockKC - 1) / blockKC
+	st.kc = (bp.k + nkc - 1) / nkc
+	need := st.mPanels * mr * bp.k
+	if cap(st.a) < need {
+		st.a = alignedFloats(need)
+	}
+	st.a = st.a[:need]
+	if bp.h != nil && st.mcPanels >= widenOnceRowPanels {
+		for len(st.bscr) < threads {
+			st.bscr = append(st.bscr, nil)
+		}
+		for i := range threads {
+			if cap(st.bscr[i]) < st.kc*bp.nr {
+				st.bscr[i] = alignedFloats(st.kc * bp.nr)
+			}
+		}
+	}
+}
+
+// packPhase packs one MR-row panel of x per part: a[p][kk][r] = x[p·MR+r][kk],
+// zero past m.
+type packPhase gemmState
+
+func (ph *packPhase) run(part, worker int) {
+	st := (*gemmState)(ph)
+	mr, k := st.bk.mr, st.w.k
+	dst := st.a[part*k*mr : (part+1)*k*mr]
+	if i0 := part * mr; mr == 6 && i0+6 <= st.m {
+		// Full panel: read the six rows in step, write dst sequentially.
+		x := st.x[i0*k : (i0+6)*k]
+		x0, x1, x2 := x[0:k], x[k:2*k], x[2*k:3*k]
+		x3, x4, x5 := x[3*k:4*k], x[4*k:5*k], x[5*k:6*k]
+		for kk := range x0 {
+			d := dst[kk*6 : kk*6+6 : kk*6+6]
+			d[0], d[1], d[2] = x0[kk], x1[kk], x2[kk]
+			d[3], d[4], d[5] = x3[kk], x4[kk], x5[kk]
+		}
+		return
+	}
+	for r := 0; r < mr; r++ {
+		i := part*mr + r
+		if i >= st.m {
+			for kk := 0; kk < k; kk++ {
+				dst[kk*mr+r] = 0
+			}
+			continue
+		}
+		row := st.x[i*k : i*k+k]
+		for kk, v := range row {
+			dst[kk*mr+r] = v
+		}
+	}
+}
+
+// gemmPhase computes one (row block, column chunk) item of y per part.
+type gemmPhase gemmState
+
+func (ph *gemmPhase) run(part, worker int) {
+	st := (*gemmState)(ph)
+	bk, bp := st.bk, st.w
+	mr, nr, n, k := bk.mr, bk.nr, bp.n, bp.k
+	ic, jc := part/st.jcChunks, part%st.jcChunks
+	ir0 := ic * st.mcPanels
+	ir1 := min(ir0+st.mcPanels, st.mPanels)
+	jr0 := jc * st.jcPanels
+	jr1 := min(jr0+st.jcPanels, bp.panels)
+	direct := ir1-ir0 < widenOnceRowPanels
+	var tile [maxTileFloats]float32
+	for k0 := 0; k0 < k; k0 += st.kc {
+		kc := min(st.kc, k-k0)
+		last := k0+kc >= k
+		mode := 1
+		if k0 == 0 {
+			mode = 0
+			if st.bias != nil {
+				mode = 2
+			}
+		}
+		for jr := jr0; jr < jr1; jr++ {
+			off := (jr*k + k0) * nr
+			var b *float32
+			var bh *uint16
+			switch {
+			case bp.h == nil:
+				b = &bp.w[off]
+			case direct:
+				bh = &bp.h[off]
+			default:
+				scr := st.bscr[worker][:kc*nr]
+				widenBF16(bk.kind, scr, bp.h[off:off+kc*nr])
+				b = &scr[0]
+			}
+			j0 := jr * nr
+			cols := min(nr, n-j0)
+			var bias *float32
+			if mode == 2 && cols == nr {
+				bias = &st.bias[j0]
+			}
+			for ir := ir0; ir < ir1; ir++ {
+				a := &st.a[(ir*k+k0)*mr]
+				i0 := ir * mr
+				rows := min(mr, st.m-i0)
+				if rows == mr && cols == nr {
+					if bh != nil {
+						callKernelBF16(bk.kind, a, bh, &st.y[i0*n+j0], n, kc, mode, bias)
+					} else {
+						callKernel(bk.kind, a, b, &st.y[i0*n+j0], n, kc, mode, bias)
+					}
+					if last && st.act != ActNone {
+						for r := i0; r < i0+mr; r++ {
+							Activate(st.act, st.y[r*n+j0:r*n+j0+nr])
+						}
+					}
+					continue
+				}
+				if bh != nil {
+					callKernelBF16(bk.kind, a, bh, &tile[0], nr, kc, 0, nil)
+				} else {
+					callKernel(bk.kind, a, b, &tile[0], nr, kc, 0, nil)
+				}
+				for r := 0; r < rows; r++ {
+					dst := st.y[(i0+r)*n+j0 : (i0+r)*n+j0+cols]
+					src := tile[r*nr : r*nr+cols]
+					switch mode {
+					case 0:
+						copy(dst, src)
+					case 1:
+						for c, v := range src {
+							dst[c] += v
+						}
+					case 2:
+						bb := st.bias[j0 : j0+cols]
+						for c, v := range src {
+							dst[c] = v + bb[c]
+						}
+					}
+					if last {
+						Activate(st.act, dst)
+					}
+				}
+			}
+		}
+	}
+}
+
+// blockKC is a variable only so that tuning tests can vary it.
+var blockKC = blockKCConst
