@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"testing"
+
+	"github.com/gr00tgw/gr00tgw/plugins/abi"
+	"github.com/gr00tgw/gr00tgw/plugins/envelope"
+	"github.com/gr00tgw/gr00tgw/plugins/pdk"
+)
+
+// BenchmarkDROIDPrePost measures one request's pre+post:
+//
+//	wasm:        through the production host (pool, per-call deadline with
+//	             WithCloseOnContextDone, envelope both ways) on droid.wasm
+//	native-abi:  the same bytes through pdk.Runner natively (envelope
+//	             encode + guest decode/logic/encode + result decode)
+//	native-logic: the plugin methods alone
+//
+// go test ./embodiments/droid -run '^$' -bench DROIDPrePost -benchtime 2000x
+func BenchmarkDROIDPrePost(b *testing.B) {
+	c := loadCaseA(b)
+	b.Run("wasm", func(b *testing.B) {
+		p := openWasm(b)
+		pre, post := c.preInput(), c.postWasmInput()
+		ctx := context.Background()
+		b.ReportAllocs()
+		ct := startCPU(b)
+		defer ct.report(b)
+		for range b.N {
+			if _, err := p.Pre(ctx, pre); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := p.Post(ctx, post); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("native-abi", func(b *testing.B) {
+		r := pdk.NewRunner(newInitialised(b, c))
+		var eb envelope.Builder
+		var dec envelope.Envelope
+		cams := []int64{2, 180, 320, 3}
+		b.ReportAllocs()
+		ct := startCPU(b)
+		defer ct.report(b)
+		for range b.N {
+			eb.Reset()
+			eb.Attr(abi.AttrEmbodiment, Tag).Attr(abi.AttrInstruction, "Put the blue block in the green bowl")
+			for _, k := range cameras {
+				eb.Descriptor(abi.VideoPrefix+k, envelope.Uint8, cams)
+			}
+			for _, g := range groups {
+				eb.Float64(abi.StatePrefix+g.key, []int64{int64(g.dim)}, c.state[g.key])
+			}
+			msg, _ := eb.Bytes()
+			res := r.Pre(msg)
+			if err := dec.Decode(res[abi.ResultHeaderSize:]); err != nil {
+				b.Fatal(err)
+			}
+			st, _ := dec.Tensor(abi.TensorState).Float32s()
+			_ = append([]float32(nil), st...)
+
+			eb.Reset()
+			eb.Attr(abi.AttrEmbodiment, Tag)
+			eb.Float32(abi.TensorActionPred, []int64{40, 132}, c.actionPred)
+			for _, g := range groups {
+				eb.Float64(abi.StatePrefix+g.key, []int64{1, int64(g.dim)}, c.state[g.key])
+			}
+			msg, _ = eb.Bytes()
+			res = r.Post(msg)
+			if err := dec.Decode(res[abi.ResultHeaderSize:]); err != nil || len(dec.Tensors) != 3 {
+				b.Fatal(err)
+			}
+			out := make([]float32, 0, 17*40)
+			for i := range dec.Tensors {
+				v, _ := dec.Tensors[i].Float32s()
+				out = append(out, v...)
+			}
+		}
+	})
+	b.Run("native-logic", func(b *testing.B) {
+		d := newInitialised(b, c)
+		obs, in := c.observation(), c.postInput()
+		b.ReportAllocs()
+		ct := startCPU(b)
+		defer ct.report(b)
+		for range b.N {
+			if _, err := d.Pre(obs); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := d.Post(in); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

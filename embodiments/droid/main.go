@@ -1,0 +1,16 @@
+// Command droid is the gwabi v1 plugin for the GR00T N1.7 DROID embodiment
+// (oxe_droid_relative_eef_relative_joint, projector slot 24): it validates
+// the observation, normalises the state with the checkpoint's q01/q99
+// statistics and decodes the model's relative action chunk into absolute
+// physical actions (spec gr00t-n17.md §3.7 and §6).
+//
+// Build:
+//
+//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o droid.wasm ./embodiments/droid
+package main
+
+import "github.com/gr00tgw/gr00tgw/plugins/pdk"
+
+func init() { pdk.Register(New()) }
+
+func main() {}

@@ -1,0 +1,133 @@
+package plugins
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// ManifestFile is the manifest's file name inside a plugin directory.
+const ManifestFile = "plugin.yaml"
+
+// Manifest is a plugin's plugin.yaml.
+//
+//	name: droid
+//	version: 1.0.0
+//	abi: 1
+//	wasm: droid.wasm          # optional, default <name>.wasm
+//	sha256: 3a…               # of the .wasm file, lower-case hex
+//	embodiments: [oxe_droid_relative_eef_relative_joint]
+//	limits: {max_pages: 512, timeout_ms: 50, pool_size: 4}
+//	config: {}                # free-form, passed to gw_init
+type Manifest struct {
+	Name        string         `yaml:"name"`
+	Version     string         `yaml:"version"`
+	ABI         int            `yaml:"abi"`
+	Wasm        string         `yaml:"wasm,omitempty"`
+	SHA256      string         `yaml:"sha256"`
+	Embodiments []string       `yaml:"embodiments"`
+	Limits      Limits         `yaml:"limits"`
+	Config      map[string]any `yaml:"config,omitempty"`
+}
+
+// Limits are a plugin's resource limits; zero means the host default.
+type Limits struct {
+	MaxPages  uint32 `yaml:"max_pages"`
+	TimeoutMS int    `yaml:"timeout_ms"`
+	PoolSize  int    `yaml:"pool_size"`
+}
+
+var (
+	reName   = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
+	reSemver = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
+	reSHA    = regexp.MustCompile(`^[0-9a-f]{64}$`)
+)
+
+// ReadManifest reads and validates dir/plugin.yaml.
+func ReadManifest(dir string) (*Manifest, error) {
+	b, err := os.ReadFile(filepath.Join(dir, ManifestFile))
+	if err != nil {
+		return nil, fmt.Errorf("wasm: plugin dir %s: %w", dir, err)
+	}
+	return ParseManifest(b)
+}
+
+// ParseManifest parses and validates a plugin.yaml document. Unknown keys
+// are rejected.
+func ParseManifest(b []byte) (*Manifest, error) {
+	var m Manifest
+	dec := yaml.NewDecoder(bytesReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("wasm: manifest: %w", err)
+	}
+	return &m, m.Validate()
+}
+
+// Validate checks the manifest's fields.
+func (m *Manifest) Validate() error {
+	switch {
+	case !reName.MatchString(m.Name):
+		return fmt.Errorf("wasm: manifest: name %q: want [a-z0-9][a-z0-9_.-]*", m.Name)
+	case !reSemver.MatchString(m.Version):
+		return fmt.Errorf("wasm: plugin[%s] manifest: version %q is not semver", m.Name, m.Version)
+	case m.ABI == 0:
+		return fmt.Errorf("wasm: plugin[%s] manifest: abi missing (want 1)", m.Name)
+	case !reSHA.MatchString(m.SHA256):
+		return fmt.Errorf("wasm: plugin[%s] manifest: sha256 %q: want 64 lower-case hex digits", m.Name, m.SHA256)
+	case len(m.Embodiments) != 1:
+		return fmt.Errorf("wasm: plugin[%s] manifest: embodiments %v: ABI v1 plugins serve exactly one embodiment", m.Name, m.Embodiments)
+	case m.Limits.TimeoutMS < 0 || m.Limits.PoolSize < 0:
+		return fmt.Errorf("wasm: plugin[%s] manifest: negative limits %+v", m.Name, m.Limits)
+	}
+	return nil
+}
+
+// WasmFile returns the .wasm file name (Wasm, or <name>.wasm).
+func (m *Manifest) WasmFile() string {
+	if m.Wasm != "" {
+		return m.Wasm
+	}
+	return m.Name + ".wasm"
+}
+
+// ParseManifestTemplate parses a plugin.yaml template as shipped in an
+// embodiment's source directory: like ParseManifest, but sha256 may be
+// empty (WritePluginDir fills it in). Unknown keys are rejected.
+func ParseManifestTemplate(b []byte) (*Manifest, error) {
+	var m Manifest
+	dec := yaml.NewDecoder(bytesReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("wasm: manifest template: %w", err)
+	}
+	return &m, nil
+}
+
+// WritePluginDir writes a loadable plugin directory: dir/<wasm file> and
+// dir/plugin.yaml, with the manifest's sha256 set to the hash of wasm.
+// It validates the resulting manifest.
+func WritePluginDir(dir string, m *Manifest, wasm []byte) error {
+	mm := *m
+	sum := sha256.Sum256(wasm)
+	mm.SHA256 = hex.EncodeToString(sum[:])
+	if err := mm.Validate(); err != nil {
+		return err
+	}
+	y, err := yaml.Marshal(&mm)
+	if err != nil {
+		return fmt.Errorf("wasm: plugin[%s] manifest: %w", mm.Name, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, mm.WasmFile()), wasm, 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, ManifestFile), y, 0o644)
+}

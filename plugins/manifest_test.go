@@ -1,0 +1,68 @@
+package plugins
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const goodManifest = `name: droid
+version: 1.0.0
+abi: 1
+sha256: 3a7bd3e2360a3d29eea436fcfb7e44c735d117c42d1c1835420b6b9942dd4f1b
+embodiments: [oxe_droid_relative_eef_relative_joint]
+limits: {max_pages: 256, timeout_ms: 20, pool_size: 3}
+config: {k: v}
+`
+
+func TestParseManifest(t *testing.T) {
+	m, err := ParseManifest([]byte(goodManifest))
+	require.NoError(t, err)
+	assert.Equal(t, "droid.wasm", m.WasmFile())
+	assert.Equal(t, Limits{MaxPages: 256, TimeoutMS: 20, PoolSize: 3}, m.Limits)
+	assert.Equal(t, map[string]any{"k": "v"}, m.Config)
+
+	tests := []struct{ from, to, want string }{
+		{"name: droid", "name: Droid!", `wasm: manifest: name "Droid!"`},
+		{"version: 1.0.0", "version: v1", `wasm: plugin[droid] manifest: version "v1" is not semver`},
+		{"abi: 1", "abi: 0", "wasm: plugin[droid] manifest: abi missing (want 1)"},
+		{"sha256: 3a", "sha256: 3A", "wasm: plugin[droid] manifest: sha256"},
+		{"embodiments: [oxe_droid_relative_eef_relative_joint]", "embodiments: [a, b]", "serve exactly one embodiment"},
+		{"pool_size: 3", "pool_size: -1", "negative limits"},
+		{"config: {k: v}", "extra: 1", "field extra not found"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			_, err := ParseManifest([]byte(strings.Replace(goodManifest, tt.from, tt.to, 1)))
+			require.ErrorContains(t, err, tt.want)
+		})
+	}
+}
+
+func TestInitConfigJSON(t *testing.T) {
+	ck := Checkpoint{
+		Statistics:      []byte(`{"a": {"state": {}}, "b": {"state": {"x": {"min": [0]}}}}`),
+		ProcessorConfig: []byte(`{"processor_kwargs": {"use_percentiles": true, "modality_configs": {"a": {}, "b": {"video": 1}}}}`),
+	}
+	js, err := InitConfigJSON("b", ck, map[string]any{"k": 1})
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"embodiment":"b","statistics":{"state":{"x":{"min":[0]}}},"processor":{"use_percentiles":true,"modality_config":{"video":1}},"config":{"k":1}}`, string(js))
+	_, err = InitConfigJSON("c", ck, nil)
+	assert.EqualError(t, err, "plugins: statistics.json has no entry for embodiment c")
+	js, err = InitConfigJSON("c", Checkpoint{}, nil)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"embodiment":"c"}`, string(js))
+}
+
+func FuzzParseManifest(f *testing.F) {
+	f.Add([]byte(goodManifest))
+	f.Add([]byte("name: x\nlimits: [1]\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := ParseManifest(b)
+		if err == nil && (m.Name == "" || len(m.Embodiments) != 1) {
+			t.Fatalf("accepted invalid manifest %+v", m)
+		}
+	})
+}
