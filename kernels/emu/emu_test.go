@@ -287,14 +287,15 @@ func TestTinyDifferential(t *testing.T) {
 }
 
 // Real N1.7 widths (1536, 32 heads × 48, FF 6144, cross 2048, 448 image
-// keys) on 4 blocks (text cross, self, image cross, self): bfp8_b vs fp32
-// PCC ≥ 0.999. GR00TGW_EMU_BLOCKS=32 runs the full 32-block DiT (minutes).
+// keys) on 3 blocks (text cross, self, image cross: every block kind and
+// attention split): bfp8_b vs fp32 PCC ≥ 0.999. GR00TGW_EMU_BLOCKS=32 runs
+// the full 32-block DiT (≈ 10 min on the shared 2-core machine).
 func TestRealWidthBfp8PCC(t *testing.T) {
 	if testing.Short() {
-		t.Skip("real-width DiT step: ~20 s")
+		t.Skip("real-width DiT step: ~30 s")
 	}
 	d := schedule.N17()
-	d.Blocks = 4
+	d.Blocks = 3
 	if v := os.Getenv("GR00TGW_EMU_BLOCKS"); v != "" {
 		fmt.Sscanf(v, "%d", &d.Blocks)
 	}

@@ -1,0 +1,636 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gr00tgw/gr00tgw/core/npy"
+	"github.com/gr00tgw/gr00tgw/core/processor"
+	"github.com/gr00tgw/gr00tgw/device"
+	"github.com/gr00tgw/gr00tgw/device/cpu"
+)
+
+func init() {
+	register(&command{
+		name:    "run",
+		summary: "run the model offline on one /predict body and write action_pred.npy, timing.json (and --taps)",
+		run:     runCmd,
+	})
+}
+
+// defaultEmbodiment is the DROID tag (projector slot 24).
+const defaultEmbodiment = "oxe_droid_relative_eef_relative_joint"
+
+// runRequest is the part of a /predict body `gr00tgw run` reads itself; the
+// frames and the instruction go to the host pipeline.
+type runRequest struct {
+	Images      map[string][]string  `json:"images"`
+	State       map[string][]float64 `json:"state"`
+	Instruction string               `json:"instruction"`
+	Embodiment  string               `json:"embodiment"`
+	Noise       [][]float32          `json:"noise"`
+	Seed        *uint64              `json:"seed"`
+}
+
+type runFlags struct {
+	weights, request, inputs, out, noise, state, embodiment, policy string
+	seed                                                            int64
+	seedSet, taps                                                   bool
+	threads                                                         int
+}
+
+func runCmd(ctx context.Context, args []string) error {
+	var f runFlags
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.StringVar(&f.weights, "weights", "", "checkpoint directory (default: the module's testdata/n17-tiny)")
+	fs.StringVar(&f.request, "request", "", "a /predict JSON body: frames + instruction go through core/processor, state is normalised with statistics.json, noise/seed/embodiment are honoured")
+	fs.StringVar(&f.inputs, "inputs", "", "instead of the request's frames+instruction: a directory of encoded model inputs: pixel_values.npy, image_grid_thw.npy, input_ids.npy, attention_mask.npy, position_ids.npy [, state_normalized.npy, noise.npy]")
+	fs.StringVar(&f.out, "out", "", "output directory (created)")
+	fs.StringVar(&f.noise, "noise", "", "initial noise .npy [40,132] or [1,40,132]")
+	fs.Int64Var(&f.seed, "seed", 0, "seed for torch.randn-compatible noise (when no --noise)")
+	fs.StringVar(&f.state, "state", "", "normalised state .npy [132] (overrides the request's raw state)")
+	fs.StringVar(&f.embodiment, "embodiment", "", "embodiment tag or projector index (default: the request's, else "+defaultEmbodiment+")")
+	fs.StringVar(&f.policy, "policy", "", "dtype policy: "+strings.Join(cpu.Policies(), ", ")+" (default "+cpu.DefaultPolicy+"; mixed_dit runs the DiT as the CPU emulation of the bfp8_b megakernel)")
+	fs.IntVar(&f.threads, "threads", 0, "cores to use (0 = all)")
+	fs.BoolVar(&f.taps, "taps", false, "also write every intermediate tensor as <name>.npy")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	fs.Visit(func(fl *flag.Flag) {
+		if fl.Name == "seed" {
+			f.seedSet = true
+		}
+	})
+	if f.out == "" {
+		return fmt.Errorf("%w: --out is required", errUsage)
+	}
+	if f.request == "" && f.inputs == "" {
+		return fmt.Errorf("%w: need --request REQ.json and/or --inputs DIR", errUsage)
+	}
+	if f.weights == "" {
+		w, err := defaultWeights()
+		if err != nil {
+			return err
+		}
+		f.weights = w
+	}
+	return runOffline(ctx, f)
+}
+
+// defaultWeights is the module's testdata/n17-tiny (found like the
+// processor's default assets).
+func defaultWeights() (string, error) {
+	a, err := processor.DefaultAssetsDir()
+	if err != nil {
+		return "", fmt.Errorf("%w: no --weights: %w", errUsage, err)
+	}
+	return filepath.Join(a, processor.DefaultCheckpointRel), nil
+}
+
+func runOffline(ctx context.Context, f runFlags) error {
+	timing := map[string]float64{}
+	tStart := time.Now()
+
+	var req runRequest
+	if f.request != "" {
+		b, err := os.ReadFile(f.request)
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(b, &req); err != nil {
+			return fmt.Errorf("request[%s]: %w", f.request, err)
+		}
+	}
+	in := &device.Inputs{}
+	tPre := time.Now()
+	switch {
+	case f.inputs != "":
+		if err := loadEncodedInputs(in, f.inputs); err != nil {
+			return err
+		}
+	case len(req.Images) == 0:
+		return fmt.Errorf("%w: the request has no images (and no --inputs DIR)", errUsage)
+	default:
+		if err := processRequest(in, f.weights, req); err != nil {
+			return err
+		}
+	}
+
+	// Embodiment.
+	tag := f.embodiment
+	if tag == "" {
+		tag = req.Embodiment
+	}
+	if tag == "" {
+		tag = defaultEmbodiment
+	}
+	id, err := embodimentIndex(f.weights, tag)
+	if err != nil {
+		return err
+	}
+	in.EmbodimentID = id
+
+	// State: --state, else the request's raw state, else the inputs dir.
+	switch {
+	case f.state != "":
+		s, err := readFloat32s(f.state)
+		if err != nil {
+			return err
+		}
+		in.State = s
+	case len(req.State) > 0:
+		tagName := tag
+		if _, err := strconv.Atoi(tag); err == nil {
+			tagName = defaultEmbodiment
+		}
+		s, err := normalizeStateFromDir(f.weights, tagName, req.State)
+		if err != nil {
+			return err
+		}
+		in.State = s
+	}
+	if in.State == nil {
+		return fmt.Errorf("%w: no state: pass --state, a request with state, or state_normalized.npy in --inputs", errUsage)
+	}
+	timing["preprocess"] = ms(time.Since(tPre))
+
+	// Noise: --noise, else --seed, else the request's noise/seed, else the
+	// inputs dir's noise.npy, else seed 0.
+	switch {
+	case f.noise != "":
+		n, err := readFloat32s(f.noise)
+		if err != nil {
+			return err
+		}
+		in.Noise = n
+	case f.seedSet:
+		in.Noise, in.Seed = nil, uint64(f.seed)
+	case len(req.Noise) > 0:
+		in.Noise = nil
+		for _, row := range req.Noise {
+			in.Noise = append(in.Noise, row...)
+		}
+	case req.Seed != nil:
+		in.Noise, in.Seed = nil, *req.Seed
+	}
+
+	be, err := cpu.Open(ctx, device.Options{WeightsDir: f.weights, Policy: f.policy, Threads: f.threads}, cpu.DefaultLayout)
+	if err != nil {
+		return err
+	}
+	defer be.Close()
+	if err := os.MkdirAll(f.out, 0o755); err != nil {
+		return err
+	}
+	var tapErr error
+	var tap cpu.Tap
+	steps := map[string][][]float32{}
+	stepShape := map[string][]int{}
+	if f.taps {
+		tap = func(name string, step int, shape []int, data []float32) {
+			if tapErr != nil {
+				return
+			}
+			if step >= 0 {
+				steps[name] = append(steps[name], slices.Clone(data))
+				stepShape[name] = slices.Clone(shape)
+				return
+			}
+			if name == "action_pred" {
+				return // written below from the result
+			}
+			tapErr = npy.WriteFile(filepath.Join(f.out, name+".npy"), goldenShape(name, shape), data)
+		}
+		if err := writeInputs(f.out, in); err != nil {
+			return err
+		}
+	}
+	res, err := be.PredictTaps(ctx, in, tap)
+	if err != nil {
+		return err
+	}
+	if tapErr != nil {
+		return tapErr
+	}
+	for name, rows := range steps {
+		var all []float32
+		for _, r := range rows {
+			all = append(all, r...)
+		}
+		if err := npy.WriteFile(filepath.Join(f.out, name+".npy"), append([]int{len(rows)}, stepShape[name]...), all); err != nil {
+			return err
+		}
+	}
+	for _, s := range res.Stages {
+		timing[s.Name] = ms(s.Duration)
+	}
+	tDec := time.Now()
+	valid, err := validActionDim(f.weights, tag)
+	if err != nil {
+		return err
+	}
+	pv := make([]float32, 0, res.Horizon*valid)
+	for r := 0; r < res.Horizon; r++ {
+		pv = append(pv, res.ActionPred[r*res.ActionDim:r*res.ActionDim+valid]...)
+	}
+	timing["decode"] = ms(time.Since(tDec))
+	if err := npy.WriteFile(filepath.Join(f.out, "action_pred.npy"), []int{res.Horizon, res.ActionDim}, res.ActionPred); err != nil {
+		return err
+	}
+	if err := npy.WriteFile(filepath.Join(f.out, "action_pred_valid.npy"), []int{res.Horizon, valid}, pv); err != nil {
+		return err
+	}
+	timing["total"] = ms(time.Since(tStart))
+	tb, _ := json.MarshalIndent(timing, "", "  ")
+	if err := os.WriteFile(filepath.Join(f.out, "timing.json"), append(tb, '\n'), 0o644); err != nil {
+		return err
+	}
+	// facts.json: what served the run (policy; for mixed_dit the
+	// megakernel's arena and core map under extra.stage).
+	facts := be.Facts()
+	fb, err := json.MarshalIndent(map[string]any{"backend": facts.Backend, "policy": facts.Policy,
+		"stages": facts.Stages, "extra": facts.Extra}, "", "  ")
+	if err != nil {
+		return fmt.Errorf("facts: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(f.out, "facts.json"), append(fb, '\n'), 0o644); err != nil {
+		return err
+	}
+	fmt.Printf("wrote %s (policy %s; vision %.1f ms, llm %.1f ms, adapter %.1f ms, denoise %.1f ms)\n", f.out,
+		facts.Policy, timing["vision"], timing["llm"], timing["adapter"], timing["denoise"])
+	return nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// goldenShape adds the batch dimension the MANIFEST's files carry.
+func goldenShape(name string, shape []int) []int {
+	if strings.HasPrefix(name, "llm_") || name == "backbone_features" || name == "vlln_out" ||
+		name == "adapter_out" || name == "state_features" {
+		return append([]int{1}, shape...)
+	}
+	return shape
+}
+
+// writeInputs writes the encoded model inputs under their MANIFEST names.
+func writeInputs(dir string, in *device.Inputs) error {
+	s := len(in.InputIDs)
+	wide := func(v []int32) []int64 {
+		out := make([]int64, len(v))
+		for i, x := range v {
+			out[i] = int64(x)
+		}
+		return out
+	}
+	grid := make([]int64, 0, 3*len(in.ImageGridTHW))
+	for _, g := range in.ImageGridTHW {
+		grid = append(grid, int64(g[0]), int64(g[1]), int64(g[2]))
+	}
+	mask := in.AttentionMask
+	if mask == nil {
+		mask = make([]int32, s)
+		for i := range mask {
+			mask[i] = 1
+		}
+	}
+	w := []struct {
+		name  string
+		shape []int
+		data  any
+	}{
+		{"pixel_values", []int{in.PixelRows, in.PixelCols}, in.PixelValues},
+		{"image_grid_thw", []int{len(in.ImageGridTHW), 3}, grid},
+		{"input_ids", []int{1, s}, wide(in.InputIDs)},
+		{"attention_mask", []int{1, s}, wide(mask)},
+		{"position_ids", []int{3, 1, s}, wide(in.PositionIDs)},
+		{"state_normalized", []int{1, 1, len(in.State)}, in.State},
+	}
+	if in.Noise != nil {
+		w = append(w, struct {
+			name  string
+			shape []int
+			data  any
+		}{"noise", []int{1, len(in.Noise) / 132, 132}, in.Noise})
+	}
+	for _, x := range w {
+		if err := npy.WriteFile(filepath.Join(dir, x.name+".npy"), x.shape, x.data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// processRequest runs the host pipeline (core/processor: frames →
+// pixel_values and grids, instruction → input_ids, mRoPE ids) on req.
+func processRequest(in *device.Inputs, weights string, req runRequest) error {
+	tag := req.Embodiment
+	p, err := processor.Open(weights, tag)
+	if err != nil && tag != "" {
+		// processor_config.json may name the embodiment differently; fall
+		// back to its only/default one.
+		p, err = processor.Open(weights, "")
+	}
+	if err != nil {
+		return err
+	}
+	out, err := p.Process(&processor.Observation{Images: req.Images, Instruction: req.Instruction}, processor.Options{})
+	if err != nil {
+		return err
+	}
+	in.PixelValues, in.PixelRows, in.PixelCols = out.PixelValues, out.Rows, out.RowWidth
+	in.ImageGridTHW = in.ImageGridTHW[:0]
+	for _, g := range out.ImageGridTHW {
+		in.ImageGridTHW = append(in.ImageGridTHW, [3]int{g.T, g.H, g.W})
+	}
+	narrow := func(v []int64) ([]int32, error) {
+		o := make([]int32, len(v))
+		for i, x := range v {
+			if x < math.MinInt32 || x > math.MaxInt32 {
+				return nil, fmt.Errorf("processor output value %d overflows int32", x)
+			}
+			o[i] = int32(x)
+		}
+		return o, nil
+	}
+	if in.InputIDs, err = narrow(out.InputIDs); err != nil {
+		return err
+	}
+	if in.AttentionMask, err = narrow(out.AttentionMask); err != nil {
+		return err
+	}
+	if in.PositionIDs, err = narrow(out.PositionIDs); err != nil {
+		return err
+	}
+	return nil
+}
+
+// loadEncodedInputs reads the encoded model inputs of a directory laid out
+// like the goldens' caseA.
+func loadEncodedInputs(in *device.Inputs, dir string) error {
+	rd := func(name string) (*npy.Array, error) { return npy.ReadFile(filepath.Join(dir, name+".npy")) }
+	pa, err := rd("pixel_values")
+	if err != nil {
+		return err
+	}
+	if len(pa.Shape) != 2 {
+		return fmt.Errorf("pixel_values: shape %v, want [rows, cols]", pa.Shape)
+	}
+	if in.PixelValues, err = pa.Float32s(); err != nil {
+		return fmt.Errorf("pixel_values: %w", err)
+	}
+	in.PixelRows, in.PixelCols = pa.Shape[0], pa.Shape[1]
+	ints := func(name string) ([]int32, error) {
+		a, err := rd(name)
+		if err != nil {
+			return nil, err
+		}
+		v, err := a.Int64s()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		out := make([]int32, len(v))
+		for i, x := range v {
+			if x < math.MinInt32 || x > math.MaxInt32 {
+				return nil, fmt.Errorf("%s[%d] = %d overflows int32", name, i, x)
+			}
+			out[i] = int32(x)
+		}
+		return out, nil
+	}
+	g, err := ints("image_grid_thw")
+	if err != nil {
+		return err
+	}
+	if len(g)%3 != 0 {
+		return fmt.Errorf("image_grid_thw: %d values, want [n, 3]", len(g))
+	}
+	for i := 0; i < len(g); i += 3 {
+		in.ImageGridTHW = append(in.ImageGridTHW, [3]int{int(g[i]), int(g[i+1]), int(g[i+2])})
+	}
+	if in.InputIDs, err = ints("input_ids"); err != nil {
+		return err
+	}
+	if in.AttentionMask, err = ints("attention_mask"); err != nil {
+		return err
+	}
+	if in.PositionIDs, err = ints("position_ids"); err != nil {
+		return err
+	}
+	if s, err := readFloat32s(filepath.Join(dir, "state_normalized.npy")); err == nil {
+		in.State = s
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if n, err := readFloat32s(filepath.Join(dir, "noise.npy")); err == nil {
+		in.Noise = n
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+func readFloat32s(path string) ([]float32, error) {
+	a, err := npy.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if a.DType == npy.Float64 {
+		v, err := a.Float64s()
+		if err != nil {
+			return nil, err
+		}
+		out := make([]float32, len(v))
+		for i, x := range v {
+			out[i] = float32(x)
+		}
+		return out, nil
+	}
+	return a.Float32s()
+}
+
+// embodimentIndex maps a tag (or a decimal index) to a projector slot with
+// the checkpoint's embodiment_id.json.
+func embodimentIndex(weights, tag string) (int, error) {
+	if n, err := strconv.Atoi(tag); err == nil {
+		return n, nil
+	}
+	b, err := os.ReadFile(filepath.Join(weights, "embodiment_id.json"))
+	if err != nil {
+		return 0, fmt.Errorf("embodiment[%s]: %w", tag, err)
+	}
+	var m map[string]int
+	if err := json.Unmarshal(b, &m); err != nil {
+		return 0, fmt.Errorf("embodiment_id.json: %w", err)
+	}
+	id, ok := m[tag]
+	if !ok {
+		return 0, fmt.Errorf("embodiment[%s] not in embodiment_id.json", tag)
+	}
+	return id, nil
+}
+
+// processorSide is the part of processor_config.json this command reads.
+type processorSide struct {
+	Kwargs struct {
+		ModalityConfigs map[string]struct {
+			State struct {
+				ModalityKeys []string `json:"modality_keys"`
+			} `json:"state"`
+			Action struct {
+				ModalityKeys []string `json:"modality_keys"`
+			} `json:"action"`
+		} `json:"modality_configs"`
+		MaxStateDim    int   `json:"max_state_dim"`
+		UsePercentiles *bool `json:"use_percentiles"`
+		ClipOutliers   *bool `json:"clip_outliers"`
+	} `json:"processor_kwargs"`
+}
+
+type groupStats struct {
+	Min, Max, Q01, Q99 []float64
+}
+
+func readSide(weights string) (processorSide, map[string]map[string]map[string]groupStats, error) {
+	var ps processorSide
+	b, err := os.ReadFile(filepath.Join(weights, "processor_config.json"))
+	if err != nil {
+		return ps, nil, err
+	}
+	if err := json.Unmarshal(b, &ps); err != nil {
+		return ps, nil, fmt.Errorf("processor_config.json: %w", err)
+	}
+	b, err = os.ReadFile(filepath.Join(weights, "statistics.json"))
+	if err != nil {
+		return ps, nil, err
+	}
+	// relative_action holds per-step [40][D] arrays: decode only the
+	// state and action groups.
+	var loose map[string]map[string]json.RawMessage
+	if err := json.Unmarshal(b, &loose); err != nil {
+		return ps, nil, fmt.Errorf("statistics.json: %w", err)
+	}
+	st := map[string]map[string]map[string]groupStats{}
+	for tag, groups := range loose {
+		st[tag] = map[string]map[string]groupStats{}
+		for _, g := range []string{"state", "action"} {
+			var m map[string]groupStats
+			if raw, ok := groups[g]; ok {
+				if err := json.Unmarshal(raw, &m); err != nil {
+					return ps, nil, fmt.Errorf("statistics.json: %s.%s: %w", tag, g, err)
+				}
+			}
+			st[tag][g] = m
+		}
+	}
+	return ps, st, nil
+}
+
+// normalizeStateFromDir normalises a raw state with the checkpoint's
+// statistics.json and processor_config.json (see normalizeState).
+func normalizeStateFromDir(weights, tag string, raw map[string][]float64) ([]float32, error) {
+	ps, st, err := readSide(weights)
+	if err != nil {
+		return nil, err
+	}
+	mc, ok := ps.Kwargs.ModalityConfigs[tag]
+	if !ok {
+		return nil, fmt.Errorf("processor_config.json: no modality config for embodiment[%s]", tag)
+	}
+	stats, ok := st[tag]
+	if !ok {
+		return nil, fmt.Errorf("statistics.json: no statistics for embodiment[%s]", tag)
+	}
+	pct := ps.Kwargs.UsePercentiles == nil || *ps.Kwargs.UsePercentiles
+	clip := ps.Kwargs.ClipOutliers == nil || *ps.Kwargs.ClipOutliers
+	dim := ps.Kwargs.MaxStateDim
+	if dim == 0 {
+		dim = 132
+	}
+	return normalizeState(mc.State.ModalityKeys, raw, stats["state"], pct, clip, dim)
+}
+
+// normalizeState concatenates the state groups in key order, min/max
+// normalising each to [−1, 1] with numpy's dtype flow (spec §3.7, MANIFEST):
+// v = float32((float64(x) − lo)/(hi − lo)), then 2·v − 1 in float32; 0
+// where numpy.isclose(hi, lo); clip to [−1, 1] when clip; zero-padded to
+// dim. lo/hi are q01/q99 when pct, else min/max.
+func normalizeState(keys []string, raw map[string][]float64, stats map[string]groupStats, pct, clip bool, dim int) ([]float32, error) {
+	out := make([]float32, 0, dim)
+	for _, k := range keys {
+		x, ok := raw[k]
+		if !ok {
+			return nil, fmt.Errorf("state[%s] missing from the request (have %v)", k, sortedKeys(raw))
+		}
+		s, ok := stats[k]
+		if !ok {
+			return nil, fmt.Errorf("statistics: state[%s] missing", k)
+		}
+		lo, hi := s.Min, s.Max
+		if pct {
+			lo, hi = s.Q01, s.Q99
+		}
+		if len(lo) != len(x) || len(hi) != len(x) {
+			return nil, fmt.Errorf("state[%s] has %d values, statistics %d", k, len(x), len(lo))
+		}
+		for i, v := range x {
+			xf := float64(float32(v)) // the raw state is float32
+			var n float32
+			if math.Abs(hi[i]-lo[i]) > 1e-8+1e-5*math.Abs(lo[i]) {
+				n = 2*float32((xf-lo[i])/(hi[i]-lo[i])) - 1
+			}
+			if clip {
+				n = min(max(n, -1), 1)
+			}
+			out = append(out, n)
+		}
+	}
+	if len(out) > dim {
+		return nil, fmt.Errorf("state has %d values, max_state_dim %d", len(out), dim)
+	}
+	return append(out, make([]float32, dim-len(out))...), nil
+}
+
+// validActionDim is the number of real action dimensions of tag (the sum of
+// its action groups' widths in statistics.json; 17 for DROID).
+func validActionDim(weights, tag string) (int, error) {
+	if _, err := strconv.Atoi(tag); err == nil {
+		tag = defaultEmbodiment
+	}
+	ps, st, err := readSide(weights)
+	if err != nil {
+		return 0, err
+	}
+	mc, ok := ps.Kwargs.ModalityConfigs[tag]
+	if !ok {
+		return 0, fmt.Errorf("processor_config.json: no modality config for embodiment[%s]", tag)
+	}
+	n := 0
+	for _, k := range mc.Action.ModalityKeys {
+		s, ok := st[tag]["action"][k]
+		if !ok {
+			return 0, fmt.Errorf("statistics.json: action[%s] missing for embodiment[%s]", k, tag)
+		}
+		n += len(s.Min)
+	}
+	return n, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

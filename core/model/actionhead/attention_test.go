@@ -1,0 +1,106 @@
+package actionhead
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// refAttention is a float64 reference: per head, per query, the plain
+// softmax(q·kᵀ/√hd)·v.
+func refAttention(out, q, k, v []float32, nq, nk, heads, hd int) {
+	ld := heads * hd
+	s := make([]float64, nk)
+	for h := range heads {
+		off := h * hd
+		for i := range nq {
+			mx := math.Inf(-1)
+			for t := range nk {
+				var d float64
+				for p := range hd {
+					d += float64(q[i*ld+off+p]) * float64(k[t*ld+off+p])
+				}
+				s[t] = d / math.Sqrt(float64(hd))
+				mx = math.Max(mx, s[t])
+			}
+			var sum float64
+			for t := range s {
+				s[t] = math.Exp(s[t] - mx)
+				sum += s[t]
+			}
+			for p := range hd {
+				var o float64
+				for t := range nk {
+					o += s[t] / sum * float64(v[t*ld+off+p])
+				}
+				out[i*ld+off+p] = float32(o)
+			}
+		}
+	}
+}
+
+func randSlice(rng *rand.Rand, n int, sd float64) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64() * sd)
+	}
+	return x
+}
+
+func TestAttentionMatchesReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	tm := sharedTeam()
+	for _, c := range []struct{ nq, nk, heads, hd int }{
+		{1, 1, 1, 1}, {3, 5, 2, 3}, {41, 21, 4, 16}, {41, 448, 3, 48}, {130, 130, 2, 64}, {7, 300, 1, 17},
+	} {
+		ld := c.heads * c.hd
+		q := randSlice(rng, c.nq*ld, 1)
+		k := randSlice(rng, c.nk*ld, 1)
+		v := randSlice(rng, c.nk*ld, 1)
+		want := make([]float32, c.nq*ld)
+		got := make([]float32, c.nq*ld)
+		refAttention(want, q, k, v, c.nq, c.nk, c.heads, c.hd)
+		var j attnJob
+		j.apply(tm, got, q, k, v, c.nq, c.nk, c.heads, c.hd, newAttnScratch(tm.threads(), c.nk, c.hd))
+		for i := range want {
+			require.InDelta(t, want[i], got[i], 2e-5, "case %+v index %d", c, i)
+		}
+	}
+}
+
+// BenchmarkAttentionAdapterShape: S = 469 tokens, 4 of the 32 heads × 64
+// (multiply by 8 for one adapter block).
+func BenchmarkAttentionAdapterShape(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	S, heads, hd := 469, 4, 64
+	q := randSlice(rng, S*heads*hd, 1)
+	k := randSlice(rng, S*heads*hd, 1)
+	v := randSlice(rng, S*heads*hd, 1)
+	out := make([]float32, len(q))
+	tm := sharedTeam()
+	sc := newAttnScratch(tm.threads(), S, hd)
+	var j attnJob
+	b.ReportAllocs()
+	for b.Loop() {
+		j.apply(tm, out, q, k, v, S, S, heads, hd, sc)
+	}
+	flops := 4 * float64(S) * float64(S) * float64(heads*hd)
+	b.ReportMetric(flops/(float64(b.Elapsed().Nanoseconds())/float64(b.N)), "GFLOP/s")
+}
+
+func TestExpf32(t *testing.T) {
+	for x := float32(-100); x <= 1; x += 0.0137 {
+		want := math.Exp(float64(x))
+		got := float64(expf32(x))
+		if x < -87.3 {
+			require.Zero(t, got, "x=%v flushes to zero", x)
+			continue
+		}
+		require.InEpsilon(t, want, got, 3e-7, "x=%v", x)
+	}
+	require.Equal(t, float32(1), expf32(0))
+	require.True(t, math.IsNaN(float64(expf32(float32(math.NaN())))))
+	require.Zero(t, expf32(float32(math.Inf(-1))))
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package actionhead
+
+const raceEnabled = false

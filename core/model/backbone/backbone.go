@@ -1,0 +1,206 @@
+// Package backbone runs GR00T N1.7's Qwen3-VL backbone in fp32: the vision
+// tower (patch embedding, interpolated learned position embedding, 2-D
+// rotary, pre-norm ViT blocks, deepstack and final mergers) and the Qwen3
+// text decoder truncated to select_layer (interleaved mRoPE, QK-norm, GQA,
+// deepstack injection), returning the last kept layer's output before the
+// final norm (spec §4.2–4.4, MANIFEST of the n17-tiny goldens).
+//
+// Weights are widened from the checkpoint once (BF16 → fp32) and packed with
+// tensor.Kernels. A Model is immutable after Load and may back several
+// Runners; a Runner owns every activation buffer for one Layout and is not
+// safe for concurrent use.
+package backbone
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/gr00tgw/gr00tgw/core/model"
+	"github.com/gr00tgw/gr00tgw/core/tensor"
+)
+
+// ErrInput is wrapped by errors about inputs that do not fit the model or
+// the runner's layout (wrong widths, too many patches or tokens, unknown
+// token ids). The gateway maps it to a client error.
+var ErrInput = errors.New("backbone: invalid input")
+
+// TapFunc receives a named intermediate tensor (names as in the n17-tiny
+// MANIFEST: vision_patch_embed, vision_pos_embed, vision_block_i,
+// vision_deepstack_i, vision_merger, llm_inputs_embeds, llm_layer_i). data
+// is a view into runner buffers, valid only during the call.
+type TapFunc func(name string, shape []int, data []float32)
+
+// linear is one packed nn.Linear.
+type linear struct {
+	w tensor.Packed
+	b []float32 // nil without bias
+}
+
+type visionBlock struct {
+	norm1W, norm1B, norm2W, norm2B []float32
+	qkv, proj, fc1, fc2            linear
+}
+
+type merger struct {
+	normW, normB []float32
+	fc1, fc2     linear
+}
+
+type textLayer struct {
+	inNorm, postNorm []float32
+	q, k, v, o       linear
+	qNorm, kNorm     []float32
+	gate, up, down   linear
+}
+
+// Model holds the backbone's packed fp32 weights.
+type Model struct {
+	cfg model.Config
+	k   tensor.Kernels
+
+	patch     linear
+	posTable  []float32 // [num_position_embeddings, hidden]
+	blocks    []visionBlock
+	merger    merger
+	deepstack []merger
+	isTap     []int // isTap[block] = deepstack index or -1
+
+	embed  []float32 // [vocab, hidden]
+	layers []textLayer
+
+	visInvFreq  []float32 // [head_dim/4]
+	textInvFreq []float32 // [head_dim/2]
+	params      int64
+}
+
+// Config returns the configuration the model was loaded with.
+func (m *Model) Config() model.Config { return m.cfg }
+
+// Params is the number of backbone parameters loaded.
+func (m *Model) Params() int64 { return m.params }
+
+// Source yields a planned tensor as a fresh float32 slice (model.Checkpoint
+// implements it).
+type Source interface {
+	Float32(name string) ([]float32, error)
+}
+
+// Load widens and packs the backbone weights of ck with k.
+func Load(ck *model.Checkpoint, k tensor.Kernels) (*Model, error) {
+	return LoadFrom(ck.Config, ck, k)
+}
+
+// LoadFrom packs the backbone weights of cfg read from src (which must
+// already have been checked against model.Plan(cfg): lengths are trusted).
+func LoadFrom(cfg model.Config, src Source, k tensor.Kernels) (*Model, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	m := &Model{cfg: cfg, k: k}
+	var err error
+	get := func(name string) []float32 {
+		if err != nil {
+			return nil
+		}
+		w, e := src.Float32(name)
+		if e != nil {
+			err = fmt.Errorf("backbone: %w", e)
+			return nil
+		}
+		m.params += int64(len(w))
+		return w
+	}
+	lin := func(name string, n, kk int, bias bool) linear {
+		w := get(name + ".weight")
+		if err != nil {
+			return linear{}
+		}
+		l := linear{w: k.PackLinear(w, n, kk)}
+		if bias {
+			l.b = get(name + ".bias")
+		}
+		return l
+	}
+	v := cfg.Backbone.Vision
+	vp := model.VisionPrefix
+	m.patch = lin(vp+"patch_embed.proj", v.HiddenSize, v.PatchDim(), true)
+	m.posTable = get(vp + "pos_embed.weight")
+	m.blocks = make([]visionBlock, v.Depth)
+	for i := range m.blocks {
+		b := fmt.Sprintf("%sblocks.%d.", vp, i)
+		m.blocks[i] = visionBlock{
+			norm1W: get(b + "norm1.weight"), norm1B: get(b + "norm1.bias"),
+			norm2W: get(b + "norm2.weight"), norm2B: get(b + "norm2.bias"),
+			qkv:  lin(b+"attn.qkv", 3*v.HiddenSize, v.HiddenSize, true),
+			proj: lin(b+"attn.proj", v.HiddenSize, v.HiddenSize, true),
+			fc1:  lin(b+"mlp.linear_fc1", v.IntermediateSize, v.HiddenSize, true),
+			fc2:  lin(b+"mlp.linear_fc2", v.HiddenSize, v.IntermediateSize, true),
+		}
+	}
+	md := v.MergeDim()
+	mg := func(p string) merger {
+		return merger{normW: get(p + "norm.weight"), normB: get(p + "norm.bias"),
+			fc1: lin(p+"linear_fc1", md, md, true), fc2: lin(p+"linear_fc2", v.OutHiddenSize, md, true)}
+	}
+	m.merger = mg(vp + "merger.")
+	m.isTap = make([]int, v.Depth)
+	for i := range m.isTap {
+		m.isTap[i] = -1
+	}
+	for k, idx := range v.DeepstackVisualIndexes {
+		m.deepstack = append(m.deepstack, mg(fmt.Sprintf("%sdeepstack_merger_list.%d.", vp, k)))
+		m.isTap[idx] = k
+	}
+
+	t := cfg.Backbone.Text
+	lp := model.LLMPrefix
+	m.embed = get(lp + "embed_tokens.weight")
+	m.layers = make([]textLayer, cfg.SelectLayer)
+	qd, kvd := t.NumAttentionHeads*t.HeadDim, t.NumKeyValueHeads*t.HeadDim
+	for i := range m.layers {
+		b := fmt.Sprintf("%slayers.%d.", lp, i)
+		m.layers[i] = textLayer{
+			inNorm: get(b + "input_layernorm.weight"), postNorm: get(b + "post_attention_layernorm.weight"),
+			q:     lin(b+"self_attn.q_proj", qd, t.HiddenSize, false),
+			k:     lin(b+"self_attn.k_proj", kvd, t.HiddenSize, false),
+			v:     lin(b+"self_attn.v_proj", kvd, t.HiddenSize, false),
+			o:     lin(b+"self_attn.o_proj", t.HiddenSize, qd, false),
+			qNorm: get(b + "self_attn.q_norm.weight"), kNorm: get(b + "self_attn.k_norm.weight"),
+			gate: lin(b+"mlp.gate_proj", t.IntermediateSize, t.HiddenSize, false),
+			up:   lin(b+"mlp.up_proj", t.IntermediateSize, t.HiddenSize, false),
+			down: lin(b+"mlp.down_proj", t.HiddenSize, t.IntermediateSize, false),
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	m.visInvFreq = invFreq(10000, v.HeadDim()/2)
+	m.textInvFreq = invFreq(t.RopeTheta, t.HeadDim)
+	return m, nil
+}
+
+// invFreq is torch's 1/(theta^(arange(0, dim, 2)/dim)) in float32: dim/2
+// frequencies.
+func invFreq(theta float64, dim int) []float32 {
+	out := make([]float32, dim/2)
+	for j := range out {
+		e := float32(2*j) / float32(dim)
+		out[j] = 1 / float32(math.Pow(theta, float64(e)))
+	}
+	return out
+}
+
+// Layout bounds the inputs a Runner accepts; its buffers are sized for it
+// once, so any input within it runs without allocating.
+type Layout struct {
+	// MaxPatches bounds the total patch rows over all images (DROID: 1792).
+	MaxPatches int
+	// MaxImages bounds the number of images (DROID: 4).
+	MaxImages int
+	// MaxFrames bounds the total temporal frames over all images (attention
+	// segments); 0 means MaxImages.
+	MaxFrames int
+	// MaxSeq bounds the text sequence length S (DROID demo: 469).
+	MaxSeq int
+}

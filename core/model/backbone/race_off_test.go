@@ -1,0 +1,5 @@
+//go:build !race
+
+package backbone
+
+const raceEnabled = false

@@ -1,0 +1,7 @@
+//go:build race
+
+package emu
+
+// raceEnabled: allocation counts are skipped under -race (the
+// instrumentation allocates).
+const raceEnabled = true
