@@ -51,8 +51,11 @@ var ErrInput = errors.New("cpu: invalid input")
 
 // Policy is a dtype policy: the Kernels each stage's weights are packed
 // with and, optionally, a replacement for the denoise transformer. The fp32
-// policy uses tensor.Default() everywhere and the action head's own fp32
-// DiT blocks.
+// policy computes in fp32 everywhere with the action head's own DiT blocks:
+// tensor.Default() for vision, LLM and adapter, and
+// tensor.DefaultBF16Weights() for the denoise stage (bf16 storage of the
+// bf16-representable weights, bit-identical results, half the bytes the
+// weight-streaming DiT reads per step).
 type Policy struct {
 	Name                          string
 	Vision, LLM, Adapter, Denoise tensor.Kernels
@@ -67,8 +70,12 @@ var (
 	policyMu sync.RWMutex
 	policies = map[string]func() (Policy, error){
 		"fp32": func() (Policy, error) {
+			// The denoise stage streams its whole DiT per 41-row step:
+			// bf16 weight storage halves those bytes and is bit-identical
+			// to fp32 storage for bf16 checkpoints (any non-bf16 weight is
+			// kept in fp32), so the numerics stay fp32's.
 			k := tensor.Default()
-			return Policy{Name: "fp32", Vision: k, LLM: k, Adapter: k, Denoise: k}, nil
+			return Policy{Name: "fp32", Vision: k, LLM: k, Adapter: k, Denoise: tensor.DefaultBF16Weights()}, nil
 		},
 	}
 )

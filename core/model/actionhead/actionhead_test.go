@@ -118,7 +118,7 @@ func TestGoldenCaseA(t *testing.T) {
 	for _, kc := range []struct {
 		name string
 		k    tensor.Kernels
-	}{{"default", tensor.Default()}, {"portable", tensor.Portable()}} {
+	}{{"default", tensor.Default()}, {"bf16-weights", tensor.DefaultBF16Weights()}, {"portable", tensor.Portable()}} {
 		t.Run(kc.name, func(t *testing.T) {
 			f := loadTiny(t, kc.k)
 			c := f.cfg

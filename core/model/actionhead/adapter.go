@@ -36,8 +36,8 @@ type AdapterPlan struct {
 
 	n, q, k, v, a, t []float32 // [sMax, BackboneDim]
 	ff               []float32 // [sMax, VLFF]
-	scratch          []attnScratch
-	attn             attnJob
+	att              tensor.Attention
+	attArgs          tensor.AttentionArgs
 }
 
 // NewAdapterPlan preallocates an adapter plan for sequences of at most sMax
@@ -52,7 +52,6 @@ func (m *Model) NewAdapterPlan(sMax int) (*AdapterPlan, error) {
 		*b = make([]float32, sMax*d)
 	}
 	p.ff = make([]float32, sMax*m.cfg.VLFF)
-	p.scratch = newAttnScratch(sharedTeam().threads(), sMax, m.cfg.VLHeadDim)
 	return p, nil
 }
 
@@ -74,7 +73,7 @@ func (p *AdapterPlan) Run(dst, features []float32, S int, taps Tapper) error {
 	case len(dst) < S*d:
 		return fmt.Errorf("%w: adapter: dst has %d values, want %d", ErrInput, len(dst), S*d)
 	}
-	k, t := p.m.k, sharedTeam()
+	k := p.m.k
 	x := dst[:S*d]
 	n, q, kk, v, a, tmp := p.n[:S*d], p.q[:S*d], p.k[:S*d], p.v[:S*d], p.a[:S*d], p.t[:S*d]
 	layerNorm(x, features[:S*d], S, d, p.m.vllnG, p.m.vllnB, 1e-5)
@@ -87,7 +86,7 @@ func (p *AdapterPlan) Run(dst, features []float32, S int, taps Tapper) error {
 		k.MatMul(q, n, S, b.q.w, b.q.b)
 		k.MatMul(kk, n, S, b.k.w, b.k.b)
 		k.MatMul(v, n, S, b.v.w, b.v.b)
-		p.attn.apply(t, a, q, kk, v, S, S, cfg.VLHeads, cfg.VLHeadDim, p.scratch)
+		mha(&p.att, &p.attArgs, a, q, kk, v, S, S, cfg.VLHeads, cfg.VLHeadDim)
 		k.MatMul(tmp, a, S, b.o.w, b.o.b)
 		addInPlace(x, tmp)
 		layerNorm(n, x, S, d, b.ln3g, b.ln3b, 1e-5)

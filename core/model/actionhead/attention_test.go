@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gr00tgw/gr00tgw/core/tensor"
 )
 
 // refAttention is a float64 reference: per head, per query, the plain
@@ -51,7 +53,6 @@ func randSlice(rng *rand.Rand, n int, sd float64) []float32 {
 
 func TestAttentionMatchesReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	tm := sharedTeam()
 	for _, c := range []struct{ nq, nk, heads, hd int }{
 		{1, 1, 1, 1}, {3, 5, 2, 3}, {41, 21, 4, 16}, {41, 448, 3, 48}, {130, 130, 2, 64}, {7, 300, 1, 17},
 	} {
@@ -62,8 +63,9 @@ func TestAttentionMatchesReference(t *testing.T) {
 		want := make([]float32, c.nq*ld)
 		got := make([]float32, c.nq*ld)
 		refAttention(want, q, k, v, c.nq, c.nk, c.heads, c.hd)
-		var j attnJob
-		j.apply(tm, got, q, k, v, c.nq, c.nk, c.heads, c.hd, newAttnScratch(tm.threads(), c.nk, c.hd))
+		var at tensor.Attention
+		var args tensor.AttentionArgs
+		mha(&at, &args, got, q, k, v, c.nq, c.nk, c.heads, c.hd)
 		for i := range want {
 			require.InDelta(t, want[i], got[i], 2e-5, "case %+v index %d", c, i)
 		}
@@ -79,28 +81,12 @@ func BenchmarkAttentionAdapterShape(b *testing.B) {
 	k := randSlice(rng, S*heads*hd, 1)
 	v := randSlice(rng, S*heads*hd, 1)
 	out := make([]float32, len(q))
-	tm := sharedTeam()
-	sc := newAttnScratch(tm.threads(), S, hd)
-	var j attnJob
+	var at tensor.Attention
+	var args tensor.AttentionArgs
 	b.ReportAllocs()
 	for b.Loop() {
-		j.apply(tm, out, q, k, v, S, S, heads, hd, sc)
+		mha(&at, &args, out, q, k, v, S, S, heads, hd)
 	}
 	flops := 4 * float64(S) * float64(S) * float64(heads*hd)
 	b.ReportMetric(flops/(float64(b.Elapsed().Nanoseconds())/float64(b.N)), "GFLOP/s")
-}
-
-func TestExpf32(t *testing.T) {
-	for x := float32(-100); x <= 1; x += 0.0137 {
-		want := math.Exp(float64(x))
-		got := float64(expf32(x))
-		if x < -87.3 {
-			require.Zero(t, got, "x=%v flushes to zero", x)
-			continue
-		}
-		require.InEpsilon(t, want, got, 3e-7, "x=%v", x)
-	}
-	require.Equal(t, float32(1), expf32(0))
-	require.True(t, math.IsNaN(float64(expf32(float32(math.NaN())))))
-	require.Zero(t, expf32(float32(math.Inf(-1))))
 }

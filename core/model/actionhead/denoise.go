@@ -29,10 +29,10 @@ type DenoisePlan struct {
 	vel, x              []float32 // [Horizon, MaxActionDim]
 	sHid                []float32 // [HiddenSize]
 	sFeat               []float32 // [Width]: the state token, constant over the steps
-	scratch             []attnScratch
 
-	attn attnJob
-	alt  DiT // nil: the model's fp32 blocks (see UseDiT)
+	att     tensor.Attention
+	attArgs tensor.AttentionArgs
+	alt     DiT // nil: the model's fp32 blocks (see UseDiT)
 }
 
 // NewDenoisePlan preallocates a denoise plan for VL sequences of at most
@@ -68,7 +68,6 @@ func (m *Model) NewDenoisePlan(sMax int) (*DenoisePlan, error) {
 	p.x = make([]float32, H*c.MaxActionDim)
 	p.sHid = make([]float32, c.HiddenSize)
 	p.sFeat = make([]float32, W)
-	p.scratch = newAttnScratch(sharedTeam().threads(), max(sMax, T), c.HeadDim)
 	return p, nil
 }
 
@@ -238,7 +237,7 @@ func (p *DenoisePlan) crossKV(vl []float32, S int, imageMask, attnMask []bool) e
 func (p *DenoisePlan) dit(s int) {
 	c := p.m.cfg
 	T, W := c.Tokens(), c.Width
-	k, tm := p.m.k, sharedTeam()
+	k := p.m.k
 	z, n, q, a, t := p.z[:T*W], p.n[:T*W], p.q[:T*W], p.a[:T*W], p.t[:T*W]
 	for i := range p.m.dit {
 		b := &p.m.dit[i]
@@ -249,10 +248,10 @@ func (p *DenoisePlan) dit(s int) {
 		if b.kind == SelfBlock {
 			k.MatMul(p.k, n, T, b.k.w, b.k.b)
 			k.MatMul(p.v, n, T, b.v.w, b.v.b)
-			p.attn.apply(tm, a, q, p.k, p.v, T, T, c.Heads, c.HeadDim, p.scratch)
+			mha(&p.att, &p.attArgs, a, q, p.k, p.v, T, T, c.Heads, c.HeadDim)
 		} else {
 			nk := p.nKeys[i]
-			p.attn.apply(tm, a, q, p.crossK[i][:nk*W], p.crossV[i][:nk*W], T, nk, c.Heads, c.HeadDim, p.scratch)
+			mha(&p.att, &p.attArgs, a, q, p.crossK[i][:nk*W], p.crossV[i][:nk*W], T, nk, c.Heads, c.HeadDim)
 		}
 		k.MatMul(t, a, T, b.o.w, b.o.b)
 		addInPlace(z, t)

@@ -1,104 +1,11 @@
 package actionhead
 
-import (
-	"math"
-	"runtime"
-	"sync"
-	"sync/atomic"
-)
+import "math"
 
-// This file holds the small fp32 kernels of the action head that are not
-// GEMMs (LayerNorm, activations, attention) and the worker team that runs
-// them on every core. They are deliberately plain so that faster versions
-// can replace them one at a time; each is checked against the goldens.
-
-// job is one parallel operation split into numbered parts. run is called
-// concurrently for distinct parts; slot identifies the calling worker
-// (0 ≤ slot < team.threads()) so that a job can index per-worker scratch.
-type job interface {
-	run(part, slot int)
-}
-
-// team is a fixed set of long-lived goroutines that execute the parts of a
-// job together with the caller. Nothing is allocated per call: the caller
-// owns the batch (one per job value, which a plan owns).
-type team struct {
-	workers int
-	wake    chan *batch
-}
-
-// batch is the shared state of one parallelFor call; it must not be reused
-// until that call returns.
-type batch struct {
-	j     job
-	parts int64
-	next  atomic.Int64
-	slots atomic.Int64
-	wg    sync.WaitGroup
-}
-
-func (b *batch) drain() {
-	slot := int(b.slots.Add(1) - 1)
-	for {
-		p := b.next.Add(1) - 1
-		if p >= b.parts {
-			return
-		}
-		b.j.run(int(p), slot)
-	}
-}
-
-var (
-	teamOnce sync.Once
-	teamVal  *team
-)
-
-// sharedTeam returns the package's worker team, sized to GOMAXPROCS at first
-// use. It lives for the life of the process.
-func sharedTeam() *team {
-	teamOnce.Do(func() {
-		n := max(runtime.GOMAXPROCS(0), 1)
-		teamVal = &team{workers: n - 1, wake: make(chan *batch, 4*n)}
-		for i := 0; i < teamVal.workers; i++ {
-			go func() {
-				for b := range teamVal.wake {
-					b.drain()
-					b.wg.Done()
-				}
-			}()
-		}
-	})
-	return teamVal
-}
-
-// threads is the most workers that call one job concurrently.
-func (t *team) threads() int { return t.workers + 1 }
-
-// parallelFor runs j.run(p, slot) for p in [0, parts) and returns when all
-// parts are done. b is caller-owned scratch.
-func (t *team) parallelFor(j job, b *batch, parts int) {
-	if parts <= 0 {
-		return
-	}
-	if parts == 1 || t.workers == 0 {
-		for p := 0; p < parts; p++ {
-			j.run(p, 0)
-		}
-		return
-	}
-	b.j = j
-	b.parts = int64(parts)
-	b.next.Store(0)
-	b.slots.Store(0)
-	helpers := min(t.workers, parts-1)
-	b.wg.Add(helpers)
-	for i := 0; i < helpers; i++ {
-		t.wake <- b
-	}
-	b.drain()
-	b.wg.Wait()
-	b.j = nil
-}
+// This file holds the small fp32 kernels of the action head that are neither
+// GEMMs nor attention (both run on core/tensor): LayerNorm, AdaLN
+// modulation, activations, residual adds. They touch at most S × 2048
+// floats per call and run on the calling goroutine.
 
 // layerNorm normalises each of the rows of x (width d) into y over the row:
 // (x − mean)/sqrt(var + eps), biased variance, statistics accumulated in

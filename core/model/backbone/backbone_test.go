@@ -180,10 +180,15 @@ func TestGoldenBackbone(t *testing.T) {
 	}
 }
 
-// TestGoldenBackbonePureGo repeats the golden comparison with the vector
-// kernels switched off (the path non-amd64 and pre-AVX2 CPUs take).
+// TestGoldenBackbonePureGo repeats the golden comparison with the portable
+// GEMM kernels and the backbone's own vector loops switched off (the
+// attention keeps tensor.Default: core/tensor tests its scalar path).
 func TestGoldenBackbonePureGo(t *testing.T) {
-	m := tinyModel(t)
+	ck, err := model.Open(tinyDir)
+	require.NoError(t, err)
+	m, err := Load(ck, tensor.Portable())
+	ck.Close()
+	require.NoError(t, err)
 	in := loadCaseA(t)
 	saved := useAVX2
 	useAVX2 = false
@@ -327,6 +332,36 @@ func TestVisionBlockMatchesVision(t *testing.T) {
 	assert.ErrorContains(t, r.VisionBlock(0, x, in.rows-4, in.grids), "x has")
 	assert.ErrorContains(t, r.VisionBlock(0, x[:10], in.rows, in.grids), "x has 10 values")
 	assert.ErrorContains(t, r.VisionBlock(0, x, in.rows, [][3]int{{1, 3, 2}}), "grid [1 3 2]")
+}
+
+// TestVisionRopeCacheFollowsGrids: the rotary tables are cached per set of
+// grids; switching grids between calls must give the same result as a
+// fresh runner.
+func TestVisionRopeCacheFollowsGrids(t *testing.T) {
+	m := tinyModel(t)
+	in := loadCaseA(t)
+	g0 := in.grids[0]
+	require.NotEqual(t, g0[1], g0[2])
+	rows0 := g0[0] * g0[1] * g0[2]
+	// The first image's patches under a transposed grid (same patch count,
+	// different rotary angles).
+	swapped := [][3]int{{g0[0], g0[2], g0[1]}}
+	one := func(r *Runner) []float32 {
+		vo, err := r.Vision(in.pix[:rows0*in.cols], rows0, in.cols, swapped, nil)
+		require.NoError(t, err)
+		return slices.Clone(vo.Embeds)
+	}
+	fresh, err := m.NewRunner(Layout{MaxPatches: in.rows, MaxImages: 4, MaxSeq: 512}, 0)
+	require.NoError(t, err)
+	defer fresh.Close()
+	want := one(fresh)
+
+	r, err := m.NewRunner(Layout{MaxPatches: in.rows, MaxImages: 4, MaxSeq: 512}, 0)
+	require.NoError(t, err)
+	defer r.Close()
+	_, err = r.Vision(in.pix, in.rows, in.cols, in.grids, nil)
+	require.NoError(t, err)
+	require.Equal(t, want, one(r), "tables not rebuilt for new grids")
 }
 
 // BenchmarkAttentionRealVision: one real-size ViT attention (4 images × 448

@@ -98,23 +98,6 @@ func rmsNormRow(y, x, w []float32, eps float32) {
 	}
 }
 
-// dot returns Σ a[i]·b[i] with four partial sums.
-func dot(a, b []float32) float32 {
-	b = b[:len(a)]
-	var s0, s1, s2, s3 float32
-	i := 0
-	for ; i+4 <= len(a); i += 4 {
-		s0 += a[i] * b[i]
-		s1 += a[i+1] * b[i+1]
-		s2 += a[i+2] * b[i+2]
-		s3 += a[i+3] * b[i+3]
-	}
-	for ; i < len(a); i++ {
-		s0 += a[i] * b[i]
-	}
-	return (s0 + s1) + (s2 + s3)
-}
-
 // axpy: y += a·x.
 func axpy(y []float32, a float32, x []float32) {
 	x = x[:len(y)]

@@ -5,6 +5,4 @@ package backbone
 // useAVX2 is false off amd64: every kernel runs its pure-Go loop.
 var useAVX2 = false
 
-func vdot(a, b []float32) float32 { return dot(a, b) }
-
 func vaxpy(y []float32, a float32, x []float32) { axpy(y, a, x) }

@@ -1,0 +1,290 @@
+// Command benchmodel times a real-size ViT block, LLM decoder layer and DiT
+// step of the Go CPU backend (internal/benchmodel) and, when Debian's
+// PyTorch is installed,
+// the same computations in torch (testdata/bench/torch_model.py), in one
+// run, and prints Go ms, torch ms and their ratio per item. With -gemm it
+// first runs the GEMM comparison (testdata/bench/compare.py). Run it from
+// the repository root:
+//
+//	go run ./internal/benchmodel/cmd/benchmodel -gemm
+//
+// Ratios are torch time ÷ Go time: above 1 the Go backend is faster. The
+// cpu figures divide each side's process CPU time by its thread count (the
+// time on dedicated cores; robust on a shared machine, but it undercounts
+// torch when OpenBLAS threads spin). Best-of-reps everywhere.
+package main
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gr00tgw/gr00tgw/core/tensor"
+	"github.com/gr00tgw/gr00tgw/internal/benchmodel"
+)
+
+type result struct {
+	ms, cpuMs float64
+}
+
+func main() {
+	reps := flag.Int("reps", 5, "timed repetitions per item (best-of)")
+	gemm := flag.Bool("gemm", false, "first run the GEMM comparison (testdata/bench/compare.py)")
+	python := flag.String("python", "/usr/bin/python3", "Python with torch for the reference timings ('' to skip torch)")
+	only := flag.String("only", "", "comma-separated items: vit, llm, dit (default all)")
+	kernels := flag.String("kernels", "policy", "weight storage: policy (as device/cpu's fp32 policy: fp32 backbone, bf16 action head), bf16 (tensor.DefaultBF16Weights everywhere) or fp32 (tensor.Default everywhere); all three give bit-identical results")
+	flag.Parse()
+	if err := run(*reps, *gemm, *python, *only, *kernels); err != nil {
+		fmt.Fprintln(os.Stderr, "benchmodel:", err)
+		os.Exit(1)
+	}
+}
+
+func run(reps int, gemm bool, python, only, kname string) error {
+	// kb packs the backbone, kd the action head.
+	var kb, kd tensor.Kernels
+	switch kname {
+	case "policy":
+		kb, kd = tensor.Default(), tensor.DefaultBF16Weights()
+	case "bf16":
+		kb, kd = tensor.DefaultBF16Weights(), tensor.DefaultBF16Weights()
+	case "fp32":
+		kb, kd = tensor.Default(), tensor.Default()
+	default:
+		return fmt.Errorf("-kernels %q: want policy, bf16 or fp32", kname)
+	}
+	haveTorch := python != ""
+	if haveTorch {
+		if _, err := os.Stat(python); err != nil {
+			fmt.Printf("# %s not found: Go timings only\n", python)
+			haveTorch = false
+		} else if err := exec.Command(python, "-c", "import torch").Run(); err != nil {
+			fmt.Printf("# %s cannot import torch: Go timings only\n", python)
+			haveTorch = false
+		}
+	}
+	if gemm {
+		if haveTorch {
+			cmd := exec.Command(python, "testdata/bench/compare.py", "--count", "3", "--variants", "avx512,avx512-bf16")
+			cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+			if err := cmd.Run(); err != nil {
+				return fmt.Errorf("gemm comparison: %w", err)
+			}
+		} else {
+			fmt.Println("# GEMM comparison needs torch: skipped (go test -bench=MatMul ./core/tensor/ for Go alone)")
+		}
+	}
+	threads := float64(runtime.GOMAXPROCS(0))
+	fmt.Printf("# go %s GOMAXPROCS=%d kernels=%s reps=%d\n", runtime.Version(), runtime.GOMAXPROCS(0), kname, reps)
+	got := map[string]result{}
+	flops := map[string]float64{}
+	want := map[string]bool{}
+	for _, w := range strings.Split(only, ",") {
+		switch w {
+		case "":
+		case "vit", "llm", "dit":
+			want[w] = true
+		default:
+			return fmt.Errorf("-only %q: want a comma-separated list of vit, llm, dit", only)
+		}
+	}
+	all := len(want) == 0
+	if all || want["vit"] || want["llm"] {
+		if err := goBackbone(kb, reps, threads, all || want["vit"], all || want["llm"], got, flops); err != nil {
+			return err
+		}
+	}
+	if all || want["dit"] {
+		if err := goDiT(kd, reps, threads, got, flops); err != nil {
+			return err
+		}
+	}
+	for _, name := range sortedKeys(got) {
+		r := got[name]
+		g := ""
+		if f := flops[name]; f > 0 {
+			g = fmt.Sprintf(" gflops=%.1f", f/r.ms/1e6)
+		}
+		fmt.Printf("go_model name=%s ms=%.2f cpu_ms=%.2f%s\n", name, r.ms, r.cpuMs, g)
+	}
+	if !haveTorch {
+		return nil
+	}
+	// Free the Go model before torch builds its own (the DiT is ~4.2 GB in torch).
+	runtime.GC()
+	debug.FreeOSMemory()
+	tt, err := torchTimes(python, reps, only)
+	if err != nil {
+		return err
+	}
+	// Go's amortised per-step cost of a request: (K/V once + 4 steps) / 4,
+	// against the reference's step that recomputes K/V and AdaLN.
+	if s, ok := got["dit_step"]; ok {
+		kv := got["dit_crosskv"]
+		got["dit_step_upstream"] = result{s.ms + kv.ms/4, s.cpuMs + kv.cpuMs/4}
+	}
+	fmt.Printf("%-20s %10s %10s %7s | %10s %10s %7s\n", "item", "go ms", "torch ms", "ratio", "go cpu", "torch cpu", "ratio")
+	for _, name := range sortedKeys(got) {
+		g, t := got[name], tt[name]
+		fmt.Printf("%-20s %10.2f %10.2f %7.2f | %10.2f %10.2f %7.2f\n", name, g.ms, t.ms, div(t.ms, g.ms), g.cpuMs, t.cpuMs, div(t.cpuMs, g.cpuMs))
+	}
+	for _, name := range sortedKeys(got) {
+		g, t := got[name], tt[name]
+		fmt.Printf("model_ratio name=%s go_ms=%.2f torch_ms=%.2f ratio=%.2f go_cpu_ms=%.2f torch_cpu_ms=%.2f cpu_ratio=%.2f\n",
+			name, g.ms, t.ms, div(t.ms, g.ms), g.cpuMs, t.cpuMs, div(t.cpuMs, g.cpuMs))
+	}
+	return nil
+}
+
+func goBackbone(k tensor.Kernels, reps int, threads float64, vit, llm bool, got map[string]result, flops map[string]float64) error {
+	t0 := time.Now()
+	b, err := benchmodel.NewBackbone(k, 0)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	fmt.Printf("# go backbone (1 vision block, 1 decoder layer): built in %.1f s\n", time.Since(t0).Seconds())
+	if vit {
+		r, err := best(reps, threads, b.ResetViT, b.ViTBlock)
+		if err != nil {
+			return err
+		}
+		got["vit_block"], flops["vit_block"] = r, b.ViTFLOPs()
+	}
+	if llm {
+		r, err := best(reps, threads, nil, b.LLMLayer)
+		if err != nil {
+			return err
+		}
+		got["llm_layer"], flops["llm_layer"] = r, b.LLMFLOPs()
+	}
+	return nil
+}
+
+// best runs fn 2 + reps times (setup, untimed, before each) and returns the
+// best wall time and the best CPU time ÷ threads of the last reps runs.
+func best(reps int, threads float64, setup func(), fn func() error) (result, error) {
+	r := result{ms: 1e18, cpuMs: 1e18}
+	for i := -2; i < reps; i++ {
+		if setup != nil {
+			setup()
+		}
+		c0, w0 := benchmodel.CPUTime(), time.Now()
+		if err := fn(); err != nil {
+			return result{}, err
+		}
+		w, c := time.Since(w0), benchmodel.CPUTime()-c0
+		if i >= 0 {
+			r.ms = min(r.ms, ms(w))
+			r.cpuMs = min(r.cpuMs, ms(c)/threads)
+		}
+	}
+	return r, nil
+}
+
+func goDiT(k tensor.Kernels, reps int, threads float64, got map[string]result, flops map[string]float64) error {
+	t0 := time.Now()
+	d, err := benchmodel.NewDiT(k)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("# go dit: built in %.1f s\n", time.Since(t0).Seconds())
+	step := result{1e18, 1e18}
+	kv := step
+	den := step
+	for i := -1; i < reps; i++ {
+		t, err := d.Run()
+		if err != nil {
+			return err
+		}
+		if i < 0 {
+			continue
+		}
+		for _, s := range t.Steps {
+			step.ms = min(step.ms, ms(s.Wall))
+			step.cpuMs = min(step.cpuMs, ms(s.CPU)/threads)
+		}
+		kv.ms = min(kv.ms, ms(t.CrossKV.Wall))
+		kv.cpuMs = min(kv.cpuMs, ms(t.CrossKV.CPU)/threads)
+		den.ms = min(den.ms, ms(t.Denoise.Wall))
+		den.cpuMs = min(den.cpuMs, ms(t.Denoise.CPU)/threads)
+	}
+	got["dit_step"], got["dit_crosskv"] = step, kv
+	flops["dit_step"] = d.StepFLOPs()
+	fmt.Printf("go_model name=dit_denoise ms=%.2f cpu_ms=%.2f (K/V once + 4 steps + encoders; reference fp32 torch denoise: 6,183 ms in spec/perf-notes.md)\n", den.ms, den.cpuMs)
+	return nil
+}
+
+func torchTimes(python string, reps int, only string) (map[string]result, error) {
+	script := filepath.Join("testdata", "bench", "torch_model.py")
+	if _, err := os.Stat(script); err != nil {
+		return nil, fmt.Errorf("run from the repository root: %w", err)
+	}
+	args := []string{script, "--reps", strconv.Itoa(reps)}
+	if only != "" {
+		args = append(args, "--only", only)
+	}
+	cmd := exec.Command(python, args...)
+	cmd.Env = append(os.Environ(), "OMP_NUM_THREADS=2", "OMP_WAIT_POLICY=PASSIVE")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	res := map[string]result{}
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		line := sc.Text()
+		fmt.Println(line)
+		if !strings.HasPrefix(line, "torch_model ") {
+			continue
+		}
+		f := map[string]string{}
+		for _, kv := range strings.Fields(line)[1:] {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				f[k] = v
+			}
+		}
+		m, err1 := strconv.ParseFloat(f["ms"], 64)
+		c, err2 := strconv.ParseFloat(f["cpu_ms"], 64)
+		if err := errors.Join(err1, err2); err != nil {
+			return nil, fmt.Errorf("torch line %q: %w", line, err)
+		}
+		res[f["name"]] = result{m, c}
+	}
+	if err := cmd.Wait(); err != nil {
+		return nil, fmt.Errorf("%s: %w", script, err)
+	}
+	return res, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
+
+func div(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+func sortedKeys(m map[string]result) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
