@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/gr00tgw/gr00tgw/assets"
+	"github.com/gr00tgw/gr00tgw/config"
+	_ "github.com/gr00tgw/gr00tgw/device/cpu" // registers backend "cpu"
+	"github.com/gr00tgw/gr00tgw/gateway"
+	"github.com/gr00tgw/gr00tgw/gateway/adapt"
+)
+
+func init() {
+	register(&command{name: "serve", summary: "serve the HTTP API (POST /predict, /health, /info, /metrics, ...)", run: runServe})
+}
+
+// newLogger builds the process logger from the log.* keys.
+func newLogger(c config.Log) *slog.Logger {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(c.Level)) // validated by config
+	opts := &slog.HandlerOptions{Level: lvl}
+	if c.Format == "text" {
+		return slog.New(slog.NewTextHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+}
+
+// runServe is `gr00tgw serve`: listen at once (/health = starting), load and
+// warm up, then serve until SIGTERM/SIGINT (drain, release, exit 0).
+// SIGHUP reloads the plugins. Any start-up failure returns an error naming
+// the cause (exit 1).
+func runServe(ctx context.Context, args []string) error {
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	file := configFlags(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected arguments %v", errUsage, fs.Args())
+	}
+	loaded, err := loadConfig(fs, *file)
+	if err != nil {
+		return err
+	}
+	cfg := loaded.Config
+	log := newLogger(cfg.Log)
+	slog.SetDefault(log)
+	ver := versionString()
+	log.Info("gr00tgw starting", "version", ver, "addr", cfg.Addr, "backend", cfg.Backend, "policy", cfg.Policy)
+
+	tp, stopTraces, err := gateway.NewTracerProvider(ctx, cfg.OTel, ver, nil)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := stopTraces(sctx); err != nil {
+			log.Warn("flushing spans", "err", err)
+		}
+	}()
+	opts := gateway.Options{Config: cfg, Logger: log, TracerProvider: tp, Version: ver}
+	if cfg.Metrics.Enabled {
+		mp, h, err := gateway.NewPrometheus()
+		if err != nil {
+			return err
+		}
+		defer func() { _ = mp.Shutdown(context.Background()) }()
+		opts.MeterProvider, opts.MetricsHandler = mp, h
+	}
+	srv, err := gateway.New(opts)
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.Addr, err)
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	log.Info("listening (health: starting)", "addr", ln.Addr().String())
+
+	startCtx, cancelStart := context.WithCancel(ctx)
+	defer cancelStart()
+	startErr := make(chan error, 1)
+	go func() {
+		startErr <- srv.Start(startCtx, func(ctx context.Context) (*gateway.Deps, error) {
+			return openServing(ctx, cfg, log, opts.MeterProvider)
+		})
+	}()
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
+	shutdown := func() error {
+		cancelStart()
+		log.Info("shutting down: draining in-flight requests", "drain_timeout", cfg.DrainTimeout.String())
+		err := srv.Shutdown(context.Background())
+		if err != nil {
+			log.Warn("shutdown", "err", err)
+		}
+		log.Info("Closing device; bye")
+		return nil
+	}
+	for {
+		select {
+		case err := <-startErr:
+			if err != nil && ctx.Err() != nil {
+				return shutdown() // stopped by a signal while starting: a clean exit
+			}
+			if err != nil {
+				log.Error("start-up failed", "err", err)
+				_ = srv.Shutdown(context.Background())
+				return err
+			}
+			startErr = nil
+		case <-hup:
+			log.Info("SIGHUP: reloading plugins")
+			go func() {
+				rctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
+				defer cancel()
+				if err := srv.Reload(rctx); err != nil {
+					log.Error("SIGHUP reload failed", "err", err)
+				}
+			}()
+		case err := <-serveErr:
+			if err != nil {
+				_ = srv.Shutdown(context.Background())
+				return fmt.Errorf("serve: %w", err)
+			}
+			return nil
+		case <-ctx.Done():
+			return shutdown()
+		}
+	}
+}
+
+// openServing builds the serving dependencies from cfg (gateway/adapt):
+// the embodiment plugins, tokenizer + processor, the backend and the demo.
+// Directories left empty default to the embedded assets of the checkout or
+// image (package assets): the n17-tiny checkpoint, the vendored tokenizer,
+// build/plugins, and the checkpoint's demo. Tests replace it.
+var openServing = func(ctx context.Context, cfg config.Config, log *slog.Logger, mp metric.MeterProvider) (*gateway.Deps, error) {
+	root, err := assets.Root()
+	if err != nil && (cfg.WeightsDir == "" || cfg.TokenizerDir == "" || cfg.PluginsDir == "") {
+		return nil, err
+	}
+	return adapt.Open(ctx, cfg, adapt.Resolve(cfg, root), log, mp)
+}

@@ -1,0 +1,280 @@
+// Package config holds gr00tgw's typed configuration and loads it in layers:
+// built-in defaults, then a YAML file, then the environment, then command-line
+// flags, each layer overriding the one before. Every key has exactly one YAML
+// name (`addr:`), one flag (`--addr`) and one or more environment names
+// (`GR00TGW_ADDR`, plus the reference server's `GR00T_*` name where it means
+// the same thing). Load records where each value came from (Provenance) so
+// `gr00tgw config print` can show it, and rejects invalid values at start with
+// the key and its source named.
+//
+// The key table is derived once, by reflection, from the struct tags of
+// Config: `koanf` (YAML key segment), `flag` (flag name), `env` (extra
+// environment names, comma separated, lowest precedence first) and `usage`.
+// Adding a field with those tags is all it takes to add a key.
+package config
+
+import (
+	"fmt"
+	"net"
+	"strings"
+	"time"
+)
+
+// Config is the effective configuration of one gr00tgw process. The zero value
+// is not useful; start from Default or Load. A Config is a plain value: copy
+// it freely; nothing in it is shared.
+type Config struct {
+	// Addr is the listen address of the HTTP server (host:port).
+	Addr string `koanf:"addr" flag:"addr" usage:"HTTP listen address (host:port)"`
+	// ModelName is the served model name reported as "model" in responses.
+	ModelName string `koanf:"model_name" flag:"model-name" usage:"model name reported in responses and /health"`
+	// WeightsDir is the checkpoint directory (config.json, safetensors,
+	// statistics.json, …); "" means the embedded default (testdata/n17-tiny
+	// of the checkout or image). TokenizerDir and PluginsDir default the
+	// same way (testdata/tokenizer/qwen3, build/plugins).
+	WeightsDir string `koanf:"weights_dir" flag:"weights-dir" env:"GR00T_WEIGHTS_DIR" usage:"checkpoint directory (config.json, *.safetensors, statistics.json, processor_config.json, embodiment_id.json)"`
+	// TokenizerDir holds tokenizer.json (+ preprocessor_config.json).
+	TokenizerDir string `koanf:"tokenizer_dir" flag:"tokenizer-dir" env:"GR00T_TOKENIZER_DIR" usage:"tokenizer directory (tokenizer.json, tokenizer_config.json)"`
+	// PluginsDir holds the embodiment plugins (<name>/plugin.yaml + .wasm).
+	PluginsDir string `koanf:"plugins_dir" flag:"plugins-dir" usage:"embodiment plugin directory"`
+	// PluginCacheDir is wazero's on-disk compilation cache directory; ""
+	// keeps the plugin host's default ($XDG_CACHE_HOME/gr00tgw/wazero), "-"
+	// compiles in memory only.
+	PluginCacheDir string `koanf:"plugin_cache_dir" flag:"plugin-cache-dir" usage:"wazero compilation cache directory (empty: ~/.cache/gr00tgw/wazero; -: in memory only)"`
+	// DemoDir holds the shipped demo observation (request.json) and its
+	// golden (actions.json) used by warm-up and GET /demo; "" means
+	// <weights_dir>/demo, else <weights_dir>/caseA.
+	DemoDir string `koanf:"demo_dir" flag:"demo-dir" usage:"demo observation directory (request.json + actions.json golden); empty: <weights_dir>/demo or <weights_dir>/caseA"`
+	// Embodiment is the embodiment tag served (the plugin selected).
+	Embodiment string `koanf:"embodiment" flag:"embodiment" env:"GR00T_EMBODIMENT" usage:"embodiment tag served"`
+	// Backend is the device backend kind (see device.Names).
+	Backend string `koanf:"backend" flag:"backend" usage:"device backend kind"`
+	// Policy is the dtype policy handed to the backend.
+	Policy string `koanf:"policy" flag:"policy" env:"GR00T_POLICY" usage:"dtype policy of the backend"`
+	// Threads caps the cores of a CPU backend and the host pipeline; 0 = all.
+	Threads int `koanf:"threads" flag:"threads" env:"GR00T_TORCH_THREADS" usage:"cores used by the CPU backend (0: all)"`
+	// WarmupRuns is the number of warm-up predictions on the demo
+	// observation before ready; each is checked against the golden.
+	WarmupRuns int `koanf:"warmup_runs" flag:"warmup-runs" env:"GR00T_WARMUP_RUNS" usage:"warm-up predictions on the demo observation before ready"`
+	// WarmupPCCMin is the minimum Pearson correlation of warm-up actions
+	// with the demo golden; below it start-up fails.
+	WarmupPCCMin float64 `koanf:"warmup_pcc_min" flag:"warmup-pcc-min" env:"GR00T_WARMUP_PCC_MIN" usage:"minimum PCC of warm-up actions vs the golden"`
+	// MaxBodyBytes caps a request body.
+	MaxBodyBytes int `koanf:"max_body_bytes" flag:"max-body-bytes" usage:"request body size limit in bytes"`
+	// QueueDepth is how many /predict requests may be in flight besides the
+	// one on the device (decoding, encoding or waiting for the device
+	// lock); beyond it /predict answers 503 with Retry-After at once.
+	QueueDepth int `koanf:"queue_depth" flag:"queue-depth" usage:"predict requests in flight beyond the one on the device (503 past it)"`
+	// RequestTimeout bounds one /predict call (a client may ask for less with
+	// the X-Request-Timeout header); past it the answer is 504.
+	RequestTimeout time.Duration `koanf:"request_timeout" flag:"request-timeout" usage:"per-request deadline (504 past it)"`
+	// DrainTimeout bounds how long shutdown waits for in-flight requests.
+	DrainTimeout time.Duration `koanf:"drain_timeout" flag:"drain-timeout" usage:"how long shutdown waits for in-flight requests"`
+	// AdminToken enables POST /admin/reload for bearers of this token; "" disables the route.
+	AdminToken string `koanf:"admin_token" flag:"admin-token" secret:"true" usage:"bearer token for POST /admin/reload (empty: route disabled)"`
+
+	Log     Log     `koanf:"log"`
+	OTel    OTel    `koanf:"otel"`
+	Metrics Metrics `koanf:"metrics"`
+}
+
+// Log configures log/slog.
+type Log struct {
+	// Format is "json" or "text".
+	Format string `koanf:"format" flag:"log-format" usage:"log format: json or text"`
+	// Level is "debug", "info", "warn" or "error".
+	Level string `koanf:"level" flag:"log-level" usage:"log level: debug, info, warn, error"`
+}
+
+// OTel configures OpenTelemetry tracing.
+type OTel struct {
+	// ServiceName is the service.name resource attribute.
+	ServiceName string `koanf:"service_name" flag:"otel-service-name" usage:"OpenTelemetry service.name"`
+	Traces      Traces `koanf:"traces"`
+}
+
+// Traces selects the span exporter.
+type Traces struct {
+	// Exporter is one of none, stdout, otlp-grpc, otlp-http.
+	Exporter string `koanf:"exporter" flag:"otel-traces-exporter" usage:"span exporter: none, stdout, otlp-grpc, otlp-http"`
+	// Endpoint is the OTLP collector endpoint (host:port); "" uses the
+	// exporter's default (and its OTEL_EXPORTER_OTLP_* variables).
+	Endpoint string `koanf:"endpoint" flag:"otel-traces-endpoint" usage:"OTLP endpoint host:port (empty: exporter default)"`
+	// Insecure disables TLS towards the OTLP endpoint.
+	Insecure bool `koanf:"insecure" flag:"otel-traces-insecure" usage:"plain-text connection to the OTLP endpoint"`
+	// SampleRatio is the parent-based trace-id ratio sampler's ratio.
+	SampleRatio float64 `koanf:"sample_ratio" flag:"otel-traces-sample-ratio" usage:"fraction of root traces sampled (0..1)"`
+}
+
+// Metrics configures GET /metrics.
+type Metrics struct {
+	// Enabled serves OTel metrics in Prometheus text format at /metrics.
+	Enabled bool `koanf:"enabled" flag:"metrics" usage:"serve Prometheus metrics at /metrics"`
+}
+
+// Default returns the built-in defaults.
+//
+// WarmupRuns is 1, not the reference server's 5: there the runs capture and
+// replay Metal traces, and five replays catch trace instability; on the CPU
+// backend a run has no capture step, is deterministic, and costs seconds on
+// the real checkpoint, so one checked run proves fidelity without delaying
+// readiness. Set GR00T_WARMUP_RUNS=5 to match the reference exactly.
+func Default() Config {
+	return Config{
+		Addr:           "127.0.0.1:20000",
+		ModelName:      "GR00T-N1.7-3B",
+		Embodiment:     "oxe_droid_relative_eef_relative_joint",
+		Backend:        "cpu",
+		Policy:         "fp32",
+		WarmupRuns:     1,
+		WarmupPCCMin:   0.999,
+		MaxBodyBytes:   32 << 20,
+		QueueDepth:     8,
+		RequestTimeout: 30 * time.Second,
+		DrainTimeout:   30 * time.Second,
+		Log:            Log{Format: "json", Level: "info"},
+		OTel: OTel{
+			ServiceName: "gr00tgw",
+			Traces:      Traces{Exporter: "none", SampleRatio: 1},
+		},
+		Metrics: Metrics{Enabled: true},
+	}
+}
+
+// Validate checks every value and returns the first problem, naming the key.
+// Load calls it (and adds the value's source to the message).
+func (c *Config) Validate() error {
+	for _, ch := range c.checks() {
+		if err := ch.check(); err != nil {
+			return &KeyError{Key: ch.key, Err: err}
+		}
+	}
+	return nil
+}
+
+type keyCheck struct {
+	key   string
+	check func() error
+}
+
+func oneOf(v string, allowed ...string) error {
+	for _, a := range allowed {
+		if v == a {
+			return nil
+		}
+	}
+	return fmt.Errorf("%q is not one of %s", v, strings.Join(allowed, ", "))
+}
+
+func (c *Config) checks() []keyCheck {
+	return []keyCheck{
+		{"addr", func() error {
+			_, port, err := net.SplitHostPort(c.Addr)
+			if err != nil {
+				return fmt.Errorf("%q is not host:port: %w", c.Addr, err)
+			}
+			if port == "" {
+				return fmt.Errorf("%q has no port", c.Addr)
+			}
+			return nil
+		}},
+		{"model_name", func() error {
+			if c.ModelName == "" {
+				return fmt.Errorf("must not be empty")
+			}
+			return nil
+		}},
+		{"embodiment", func() error {
+			if c.Embodiment == "" {
+				return fmt.Errorf("must not be empty")
+			}
+			return nil
+		}},
+		{"backend", func() error {
+			if c.Backend == "" {
+				return fmt.Errorf("must not be empty")
+			}
+			return nil
+		}},
+		{"threads", func() error {
+			if c.Threads < 0 {
+				return fmt.Errorf("%d is negative", c.Threads)
+			}
+			return nil
+		}},
+		{"warmup_runs", func() error {
+			if c.WarmupRuns < 0 || c.WarmupRuns > 1000 {
+				return fmt.Errorf("%d is outside [0, 1000]", c.WarmupRuns)
+			}
+			return nil
+		}},
+		{"warmup_pcc_min", func() error {
+			if !(c.WarmupPCCMin >= -1 && c.WarmupPCCMin <= 1) {
+				return fmt.Errorf("%v is outside [-1, 1]", c.WarmupPCCMin)
+			}
+			return nil
+		}},
+		{"max_body_bytes", func() error {
+			if c.MaxBodyBytes < 1024 {
+				return fmt.Errorf("%d is below 1024", c.MaxBodyBytes)
+			}
+			return nil
+		}},
+		{"queue_depth", func() error {
+			if c.QueueDepth < 0 {
+				return fmt.Errorf("%d is negative", c.QueueDepth)
+			}
+			return nil
+		}},
+		{"request_timeout", func() error {
+			if c.RequestTimeout <= 0 {
+				return fmt.Errorf("%v must be positive", c.RequestTimeout)
+			}
+			return nil
+		}},
+		{"drain_timeout", func() error {
+			if c.DrainTimeout <= 0 {
+				return fmt.Errorf("%v must be positive", c.DrainTimeout)
+			}
+			return nil
+		}},
+		{"log.format", func() error { return oneOf(c.Log.Format, "json", "text") }},
+		{"log.level", func() error { return oneOf(c.Log.Level, "debug", "info", "warn", "error") }},
+		{"otel.service_name", func() error {
+			if c.OTel.ServiceName == "" {
+				return fmt.Errorf("must not be empty")
+			}
+			return nil
+		}},
+		{"otel.traces.exporter", func() error {
+			return oneOf(c.OTel.Traces.Exporter, "none", "stdout", "otlp-grpc", "otlp-http")
+		}},
+		{"otel.traces.sample_ratio", func() error {
+			r := c.OTel.Traces.SampleRatio
+			if !(r >= 0 && r <= 1) {
+				return fmt.Errorf("%v is outside [0, 1]", r)
+			}
+			return nil
+		}},
+	}
+}
+
+// KeyError is a configuration problem with one key. Source, when known, says
+// which layer supplied the bad value ("file /etc/gr00tgw.yaml", "env
+// GR00T_WARMUP_RUNS", "flag --threads", "default").
+type KeyError struct {
+	Key    string
+	Source string
+	Err    error
+}
+
+// Error formats "config: key[<key>] (from <source>): <cause>".
+func (e *KeyError) Error() string {
+	if e.Source != "" {
+		return fmt.Sprintf("config: key[%s] (from %s): %v", e.Key, e.Source, e.Err)
+	}
+	return fmt.Sprintf("config: key[%s]: %v", e.Key, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *KeyError) Unwrap() error { return e.Err }

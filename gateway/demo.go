@@ -1,0 +1,131 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+)
+
+// Demo is the shipped demo observation and its golden actions. Warm-up
+// posts Request through the full request path and compares the actions with
+// Golden; GET /demo returns both.
+type Demo struct {
+	// Request is a ready-to-post /predict JSON body.
+	Request json.RawMessage
+	// Golden maps action group → [horizon][dim] reference actions.
+	Golden map[string][][]float64
+	// Source says where the demo came from (a directory), for logs and /info.
+	Source string
+}
+
+// LoadDemo reads dir/request.json (a /predict body) and dir/actions.json
+// ({"actions": {group: [[...]]}}, the golden) — the layout of
+// testdata/goldens caseA and of the reference server's demo/n17.
+func LoadDemo(dir string) (*Demo, error) {
+	req, err := os.ReadFile(filepath.Join(dir, "request.json"))
+	if err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	if !json.Valid(req) {
+		return nil, fmt.Errorf("demo: %s: not valid JSON", filepath.Join(dir, "request.json"))
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "actions.json"))
+	if err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	var golden struct {
+		Actions map[string][][]float64 `json:"actions"`
+	}
+	if err := json.Unmarshal(raw, &golden); err != nil {
+		return nil, fmt.Errorf("demo: %s: %w", filepath.Join(dir, "actions.json"), err)
+	}
+	if len(golden.Actions) == 0 {
+		return nil, fmt.Errorf("demo: %s: no actions", filepath.Join(dir, "actions.json"))
+	}
+	return &Demo{Request: req, Golden: golden.Actions, Source: dir}, nil
+}
+
+// PCC is the Pearson correlation of a and b (equal lengths), computed in
+// float64. It returns NaN when either side is constant or the lengths
+// differ or are zero.
+func PCC(a, b []float64) float64 {
+	if len(a) != len(b) || len(a) == 0 {
+		return math.NaN()
+	}
+	var ma, mb float64
+	for i := range a {
+		ma += a[i]
+		mb += b[i]
+	}
+	ma /= float64(len(a))
+	mb /= float64(len(b))
+	var sab, saa, sbb float64
+	for i := range a {
+		da, db := a[i]-ma, b[i]-mb
+		sab += da * db
+		saa += da * da
+		sbb += db * db
+	}
+	if saa == 0 || sbb == 0 {
+		return math.NaN()
+	}
+	return sab / math.Sqrt(saa*sbb)
+}
+
+// comparison is how one set of actions compares with the golden.
+type comparison struct {
+	PCC     float64            `json:"pcc"`
+	MaxAbs  float64            `json:"max_abs_diff"`
+	PerPCC  map[string]float64 `json:"per_group_pcc"`
+	PerMax  map[string]float64 `json:"per_group_max_abs_diff"`
+	Missing []string           `json:"missing,omitempty"`
+}
+
+// compareActions flattens both sides group by group in order and compares.
+func compareActions(order []Group, got map[string][][]float64, want map[string][][]float64) (comparison, error) {
+	c := comparison{PerPCC: map[string]float64{}, PerMax: map[string]float64{}}
+	var fa, fb []float64
+	for _, g := range order {
+		w, ok := want[g.Key]
+		if !ok {
+			c.Missing = append(c.Missing, g.Key)
+			continue
+		}
+		gv := got[g.Key]
+		if len(gv) != len(w) {
+			return c, fmt.Errorf("group[%s]: %d steps, golden has %d", g.Key, len(gv), len(w))
+		}
+		var ga, gb []float64
+		for i := range w {
+			if len(gv[i]) != len(w[i]) {
+				return c, fmt.Errorf("group[%s] step[%d]: %d values, golden has %d", g.Key, i, len(gv[i]), len(w[i]))
+			}
+			ga = append(ga, gv[i]...)
+			gb = append(gb, w[i]...)
+		}
+		md := 0.0
+		for i := range ga {
+			md = math.Max(md, math.Abs(ga[i]-gb[i]))
+		}
+		c.PerPCC[g.Key] = jsonSafe(PCC(ga, gb))
+		c.PerMax[g.Key] = md
+		c.MaxAbs = math.Max(c.MaxAbs, md)
+		fa = append(fa, ga...)
+		fb = append(fb, gb...)
+	}
+	if len(fa) == 0 {
+		return c, fmt.Errorf("no action group in common with the golden")
+	}
+	c.PCC = PCC(fa, fb)
+	return c, nil
+}
+
+// jsonSafe maps NaN (a constant group) to 0 so the value encodes as JSON.
+func jsonSafe(f float64) float64 {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0
+	}
+	return f
+}

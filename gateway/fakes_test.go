@@ -1,0 +1,333 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"image"
+	_ "image/jpeg"
+	_ "image/png"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gr00tgw/gr00tgw/config"
+	"github.com/gr00tgw/gr00tgw/device"
+)
+
+// Test doubles for the gateway's consumer interfaces. They model the real
+// contracts closely enough to exercise every error path: the encoder reads
+// PNG/JPEG headers and applies the DROID frame-size band; the embodiment
+// validates nothing beyond what the gateway already checks and decodes
+// actions as action_pred + a state offset; the backend echoes the noise.
+
+const (
+	testHorizon   = 40
+	testActionDim = 132
+)
+
+var droidInfo = EmbodimentInfo{
+	Name: "oxe_droid_relative_eef_relative_joint", ID: 24, Plugin: "droid", PluginVersion: "0.1.0",
+	Cameras: []string{"exterior_image_1_left", "wrist_image_left"}, VideoDeltaIndices: []int{-15, 0},
+	StateGroups:   []Group{{"eef_9d", 9}, {"gripper_position", 1}, {"joint_position", 7}},
+	ActionGroups:  []Group{{"eef_9d", 9}, {"gripper_position", 1}, {"joint_position", 7}},
+	ActionHorizon: testHorizon,
+}
+
+type fakeEncoder struct {
+	decodeErr error
+	encoded   atomic.Int64
+	released  atomic.Int64
+}
+
+func (e *fakeEncoder) Decode(ctx context.Context, cams []CameraFrames) (*Decoded, error) {
+	if e.decodeErr != nil {
+		return nil, e.decodeErr
+	}
+	d := &Decoded{}
+	for _, c := range cams {
+		ci := CameraImages{Key: c.Key, Frames: len(c.Frames)}
+		for i, f := range c.Frames {
+			field := fmt.Sprintf("images.%s[%d]", c.Key, i)
+			cfg, _, err := image.DecodeConfig(bytes.NewReader(f))
+			if err != nil {
+				return nil, NewFieldError(field, fmt.Errorf("%s: undecodable image: %w", field, err))
+			}
+			r := float64(cfg.Width) / float64(cfg.Height)
+			if r < 1.686 || r > 1.814 {
+				return nil, NewFieldError(field, fmt.Errorf("%s: %dx%d: width/height %.3f outside [1.686, 1.814] (16:9, 7:4, 9:5 accepted)", field, cfg.Width, cfg.Height, r))
+			}
+			if i > 0 && (cfg.Width != ci.Width || cfg.Height != ci.Height) {
+				return nil, NewFieldError(field, fmt.Errorf("%s: frames of one camera must share a size", field))
+			}
+			ci.Width, ci.Height = cfg.Width, cfg.Height
+		}
+		d.Cameras = append(d.Cameras, ci)
+	}
+	return d, nil
+}
+
+func (e *fakeEncoder) Encode(ctx context.Context, d *Decoded, instruction string) (*Encoded, error) {
+	words := len(strings.Fields(instruction))
+	if words > 51 {
+		return nil, NewFieldError("instruction", fmt.Errorf("instruction: n_text %d exceeds L_max 51", words))
+	}
+	grid := map[string][3]int{}
+	for _, c := range d.Cameras {
+		grid[c.Key] = [3]int{1, 16, 28}
+	}
+	seq := 461 + words
+	e.encoded.Add(1)
+	return &Encoded{
+		Release:      func() { e.released.Add(1) },
+		Inputs:       device.Inputs{InputIDs: make([]int32, seq), AttentionMask: make([]int32, seq)},
+		SeqLen:       seq,
+		PromptTokens: words,
+		GridTHW:      grid,
+	}, nil
+}
+
+type fakeEmbodiment struct {
+	info    EmbodimentInfo
+	preErr  error
+	postErr error
+}
+
+func (e *fakeEmbodiment) Describe() EmbodimentInfo { return e.info }
+
+func (e *fakeEmbodiment) Pre(ctx context.Context, in *PreInput) ([]float32, error) {
+	if e.preErr != nil {
+		return nil, e.preErr
+	}
+	out := make([]float32, testActionDim)
+	i := 0
+	for _, g := range e.info.StateGroups {
+		for _, v := range in.State[g.Key] {
+			out[i] = float32(v)
+			i++
+		}
+	}
+	return out, nil
+}
+
+func (e *fakeEmbodiment) Post(ctx context.Context, in *PostInput) (map[string][]float32, error) {
+	if e.postErr != nil {
+		return nil, e.postErr
+	}
+	return fakeDecode(e.info, in.ActionPred, in.Horizon, in.Dim, in.State), nil
+}
+
+// fakeDecode slices action_pred into groups and adds the group's first
+// state value: deterministic, state-dependent, cheap.
+func fakeDecode(info EmbodimentInfo, pred []float32, h, d int, state map[string][]float64) map[string][]float32 {
+	out := map[string][]float32{}
+	col := 0
+	for _, g := range info.ActionGroups {
+		buf := make([]float32, h*g.Dim)
+		for t := 0; t < h; t++ {
+			for j := 0; j < g.Dim; j++ {
+				buf[t*g.Dim+j] = pred[t*d+col+j] + float32(state[g.Key][0])
+			}
+		}
+		out[g.Key] = buf
+		col += g.Dim
+	}
+	return out
+}
+
+type fakeBackend struct {
+	delay    time.Duration
+	err      error
+	calls    atomic.Int64
+	active   atomic.Int64
+	maxSeen  atomic.Int64
+	closed   atomic.Bool
+	started  chan struct{} // receives one value per call start, when set
+	gate     chan struct{} // when set, Predict waits for it to close
+	mu       sync.Mutex
+	lastSeed uint64
+}
+
+// fakePred is the backend's deterministic output: the noise itself when
+// given, else a seed-dependent wave.
+func fakePred(in *device.Inputs) []float32 {
+	out := make([]float32, testHorizon*testActionDim)
+	if in.Noise != nil {
+		copy(out, in.Noise)
+		return out
+	}
+	for i := range out {
+		out[i] = float32(math.Sin(float64(i)*0.37 + float64(in.Seed)))
+	}
+	return out
+}
+
+func (b *fakeBackend) Predict(ctx context.Context, in *device.Inputs) (*device.Result, error) {
+	if b.closed.Load() {
+		return nil, errors.New("fake: closed")
+	}
+	b.calls.Add(1)
+	n := b.active.Add(1)
+	defer b.active.Add(-1)
+	for {
+		m := b.maxSeen.Load()
+		if n <= m || b.maxSeen.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	if b.started != nil {
+		b.started <- struct{}{}
+	}
+	b.mu.Lock()
+	b.lastSeed = in.Seed
+	b.mu.Unlock()
+	if b.gate != nil {
+		select {
+		case <-b.gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if b.delay > 0 {
+		select {
+		case <-time.After(b.delay):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if b.err != nil {
+		return nil, b.err
+	}
+	return &device.Result{
+		ActionPred: fakePred(in), Horizon: testHorizon, ActionDim: testActionDim,
+		Stages: []device.StageTiming{
+			{Name: device.StageVision, Duration: 3 * time.Millisecond},
+			{Name: device.StageLLM, Duration: 2 * time.Millisecond},
+			{Name: device.StageAdapter, Duration: time.Millisecond},
+			{Name: device.StageDenoise, Duration: 4 * time.Millisecond},
+		},
+	}, nil
+}
+
+func (b *fakeBackend) Facts() device.Facts {
+	return device.Facts{Backend: "fake", Policy: "fp32", Stages: []string{"vision", "llm", "adapter", "denoise"}}
+}
+
+func (b *fakeBackend) Close() error { b.closed.Store(true); return nil }
+
+type fakeReloader struct {
+	calls atomic.Int64
+	err   error
+}
+
+func (r *fakeReloader) Reload(ctx context.Context) error { r.calls.Add(1); return r.err }
+
+// demoRequest is the DROID demo /predict body (testdata/droid_request.json),
+// decoded to a map for tests to mutate.
+func demoRequest(tb testing.TB) map[string]any {
+	tb.Helper()
+	raw, err := os.ReadFile("testdata/droid_request.json")
+	require.NoError(tb, err)
+	var m map[string]any
+	require.NoError(tb, json.Unmarshal(raw, &m))
+	return m
+}
+
+// fakeDemo builds a Demo whose golden is what the fakes produce for the
+// demo request, perturbed by eps (0: exact).
+func fakeDemo(tb testing.TB, eps float64) *Demo {
+	tb.Helper()
+	raw, err := os.ReadFile("testdata/droid_request.json")
+	require.NoError(tb, err)
+	r, err := decodeJSON(raw)
+	require.NoError(tb, err)
+	v, err := validate(r, &droidInfo, &ModelInfo{ActionDim: testActionDim})
+	require.NoError(tb, err)
+	pred := fakePred(&device.Inputs{Noise: r.Noise})
+	acts := fakeDecode(droidInfo, pred, testHorizon, testActionDim, v.state)
+	golden, err := reshapeActions(acts, droidInfo.ActionGroups, testHorizon)
+	require.NoError(tb, err)
+	for _, rows := range golden {
+		for i := range rows {
+			for j := range rows[i] {
+				rows[i][j] += eps * math.Sin(float64(i*7+j))
+			}
+		}
+	}
+	return &Demo{Request: raw, Golden: golden, Source: "testdata"}
+}
+
+type fixture struct {
+	srv     *Server
+	backend *fakeBackend
+	emb     *fakeEmbodiment
+	enc     *fakeEncoder
+	reload  *fakeReloader
+	deps    *Deps
+}
+
+type fixtureOpt func(*config.Config, *Options, *Deps)
+
+// newFixture builds a Server over fakes; started (loaded and warmed up)
+// unless start is false.
+func newFixture(tb testing.TB, start bool, opts ...fixtureOpt) *fixture {
+	tb.Helper()
+	f := &fixture{backend: &fakeBackend{}, emb: &fakeEmbodiment{info: droidInfo}, enc: &fakeEncoder{}, reload: &fakeReloader{}}
+	cfg := config.Default()
+	cfg.WarmupRuns = 1
+	cfg.AdminToken = "s3cret"
+	o := Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Version: "test"}
+	f.deps = &Deps{
+		Encoder: f.enc, Embodiment: f.emb, Backend: f.backend, Reloader: f.reload,
+		Model: ModelInfo{Version: "n17", Layout: "droid", ActionDim: testActionDim, DefaultSeed: 42, MaxTextTokens: 51},
+		Demo:  fakeDemo(tb, 0),
+	}
+	for _, fn := range opts {
+		fn(&cfg, &o, f.deps)
+	}
+	o.Config = cfg
+	srv, err := New(o)
+	require.NoError(tb, err)
+	f.srv = srv
+	if start {
+		require.NoError(tb, srv.Start(context.Background(), func(context.Context) (*Deps, error) { return f.deps, nil }))
+	}
+	return f
+}
+
+// do sends one request through the Fiber app.
+func (f *fixture) do(tb testing.TB, method, path string, body []byte, hdr map[string]string) (*http.Response, []byte) {
+	tb.Helper()
+	req, err := http.NewRequest(method, path, bytes.NewReader(body))
+	require.NoError(tb, err)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := f.srv.App().Test(req, -1)
+	require.NoError(tb, err)
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(tb, err)
+	_ = resp.Body.Close()
+	return resp, b
+}
+
+func mustJSON(tb testing.TB, v any) []byte {
+	tb.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(tb, err)
+	return b
+}

@@ -1,0 +1,198 @@
+// Package gateway is gr00tgw's HTTP surface: the routes of the reference
+// GR00T N1.7 server (POST /predict, GET /health, /info, /demo, /v1/models)
+// plus OIP-style health (/v2/health/live, /v2/health/ready), Prometheus
+// metrics (/metrics) and an authenticated plugin reload (POST /admin/reload).
+//
+// The gateway knows no model math. It drives three narrow consumer interfaces
+// defined here — Encoder (frames + instruction → device.Inputs), Embodiment
+// (state validation/normalisation before the device, action decoding after
+// it) and device.Backend — and owns everything around them: strict request
+// schema, error mapping (once, at the edge), the device lock with its bounded
+// wait queue, deadlines, the start-up/ready/draining lifecycle with a
+// golden-checked warm-up, and OpenTelemetry spans and metrics.
+package gateway
+
+import (
+	"context"
+
+	"github.com/gr00tgw/gr00tgw/device"
+)
+
+// CameraFrames is one camera's encoded frames (PNG or JPEG bytes) as the
+// request sent them, oldest first. The slices are owned by the gateway and
+// valid for the duration of the Decode call only.
+type CameraFrames struct {
+	Key    string
+	Frames [][]byte
+}
+
+// CameraImages describes one camera's decoded frames: what plugin.pre sees
+// of images (sizes, not pixels) and what the response reports.
+type CameraImages struct {
+	Key    string
+	Frames int
+	// Height and Width are the received frame size (all frames of one
+	// camera share it; Decode rejects a request where they do not).
+	Height, Width int
+}
+
+// Decoded is the result of Encoder.Decode.
+type Decoded struct {
+	// Cameras reports each camera, in the order Decode received them.
+	Cameras []CameraImages
+	// Pixels is the encoder's own decoded form of the frames, handed back
+	// unchanged to Encode. The gateway never looks inside.
+	Pixels any
+}
+
+// Encoded is the result of Encoder.Encode.
+type Encoded struct {
+	// Inputs carries the image and text tensors: PixelValues/PixelRows/
+	// PixelCols, ImageGridTHW, InputIDs, AttentionMask and PositionIDs.
+	// The gateway fills State, EmbodimentID, Noise and Seed.
+	Inputs device.Inputs
+	// SeqLen is the LLM sequence length (469 for the DROID demo).
+	SeqLen int
+	// PromptTokens is the number of instruction tokens (8 for the demo).
+	PromptTokens int
+	// GridTHW is the ViT patch grid [t, h, w] per camera key ([1, 16, 28]).
+	GridTHW map[string][3]int
+	// Release, when set, is called exactly once when the gateway no longer
+	// needs Inputs (after the device call, or when the request fails
+	// first), so the encoder can recycle its buffers (pixel_values is
+	// 11 MB per DROID request).
+	Release func()
+}
+
+// Encoder is the host pipeline (core/image, core/text, core/processor):
+// decode and validate frames, then run the eval chain, patching, prompt,
+// tokenizer and mRoPE. Both methods run outside the device lock and must be
+// safe for concurrent use.
+//
+// Errors that blame the request (undecodable image, frame size outside the
+// accepted band, instruction longer than L_max tokens, …) must implement
+// FieldError (or be a *HandlerError) so the gateway answers 400 naming the
+// field ("images.wrist_image_left[1]", "instruction"); any other error is a
+// 500.
+type Encoder interface {
+	// Decode decodes every frame and applies the frame-size rules. cams is
+	// in the embodiment's camera order (Describe().Cameras).
+	Decode(ctx context.Context, cams []CameraFrames) (*Decoded, error)
+	// Encode turns decoded frames and the raw instruction text into model
+	// inputs.
+	Encode(ctx context.Context, d *Decoded, instruction string) (*Encoded, error)
+}
+
+// Group is one named state or action group and its width.
+type Group struct {
+	Key string `json:"key"`
+	Dim int    `json:"dim"`
+}
+
+// EmbodimentInfo describes the served embodiment (the plugin's gw_describe).
+type EmbodimentInfo struct {
+	// Name is the embodiment tag, e.g. "oxe_droid_relative_eef_relative_joint".
+	Name string `json:"name"`
+	// ID is the projector slot (24 for DROID).
+	ID int `json:"id"`
+	// Plugin and PluginVersion identify the plugin that implements it.
+	Plugin        string `json:"plugin"`
+	PluginVersion string `json:"plugin_version"`
+	// Cameras are the camera keys in model order.
+	Cameras []string `json:"cameras"`
+	// VideoDeltaIndices are the frame offsets per camera, oldest first
+	// ([-15, 0]); a request sends exactly len(VideoDeltaIndices) frames.
+	VideoDeltaIndices []int `json:"video_delta_indices"`
+	// StateGroups and ActionGroups are in model order.
+	StateGroups  []Group `json:"state_groups"`
+	ActionGroups []Group `json:"action_groups"`
+	// ActionHorizon is the number of action steps (40).
+	ActionHorizon int `json:"action_horizon"`
+}
+
+// PreInput is what plugin.pre sees of a request.
+type PreInput struct {
+	// RequestID is the request's X-Request-ID ("warmup-<n>" during warm-up).
+	RequestID  string
+	Embodiment string
+	Cameras    []CameraImages
+	// State is the raw state per group, already rounded to StateDtype.
+	State      map[string][]float64
+	StateDtype string
+	// Instruction is the raw instruction text.
+	Instruction string
+}
+
+// PostInput is what plugin.post sees.
+type PostInput struct {
+	RequestID string
+	// ActionPred is the normalised chunk [Horizon, Dim] row-major.
+	ActionPred []float32
+	Horizon    int
+	Dim        int
+	// State is the request's raw state (as in PreInput) for relative
+	// composition.
+	State      map[string][]float64
+	StateDtype string
+}
+
+// Embodiment is one embodiment plugin. Pre validates the request's state
+// and camera layout and returns the normalised, padded state
+// [max_state_dim]; Post slices, un-normalises and composes the action chunk
+// into physical actions per group, each [Horizon·Dim] row-major float32.
+// Both must be safe for concurrent use. Validation failures implement
+// FieldError (→ 400 naming the field); other errors are 500s.
+type Embodiment interface {
+	Describe() EmbodimentInfo
+	Pre(ctx context.Context, in *PreInput) ([]float32, error)
+	Post(ctx context.Context, in *PostInput) (map[string][]float32, error)
+}
+
+// Reloader reloads the embodiment plugins (POST /admin/reload, SIGHUP). It
+// must leave the previous plugins serving when the reload fails.
+type Reloader interface {
+	Reload(ctx context.Context) error
+}
+
+// ModelInfo is static information about the served model.
+type ModelInfo struct {
+	// Version is the model version tag ("n17").
+	Version string `json:"version"`
+	// Layout is the static input layout ("droid").
+	Layout string `json:"layout"`
+	// Repo and Revision identify the weights.
+	Repo     string `json:"repo,omitempty"`
+	Revision string `json:"revision,omitempty"`
+	// ActionDim is the model's padded action width (132); noise is
+	// [ActionHorizon, ActionDim].
+	ActionDim int `json:"action_dim"`
+	// DefaultSeed seeds the noise when a request sends neither seed nor
+	// noise (42).
+	DefaultSeed uint64 `json:"default_seed"`
+	// MaxTextTokens is L_max, reported in /info (0: unknown).
+	MaxTextTokens int `json:"l_max,omitempty"`
+	// Extra is merged into GET /info.
+	Extra map[string]any `json:"-"`
+}
+
+// Deps is everything the gateway needs to serve, produced by a LoadFunc.
+type Deps struct {
+	Encoder    Encoder
+	Embodiment Embodiment
+	Backend    device.Backend
+	// Reloader is optional; without it /admin/reload and SIGHUP answer
+	// "not supported".
+	Reloader Reloader
+	Model    ModelInfo
+	// Demo is the shipped demo observation and its golden; required when
+	// warm-up runs > 0, served at GET /demo when present.
+	Demo *Demo
+	// Close, when set, is called after the backend is closed at shutdown
+	// (plugin host, processor caches).
+	Close func() error
+}
+
+// LoadFunc builds the dependencies at start-up. The gateway calls it once,
+// after it has started listening; a returned error fails the start.
+// Progress is logged by the LoadFunc itself (boot landmarks).
+type LoadFunc func(ctx context.Context) (*Deps, error)

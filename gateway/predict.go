@@ -1,0 +1,335 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/vmihailenco/msgpack/v5"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/gr00tgw/gr00tgw/device"
+)
+
+// MIMEMsgpack is the msgpack media type accepted and produced by /predict
+// (application/x-msgpack and application/vnd.msgpack are accepted too).
+const MIMEMsgpack = "application/msgpack"
+
+func isMsgpack(ct string) bool {
+	ct = strings.ToLower(ct)
+	return strings.Contains(ct, "msgpack")
+}
+
+func notReady(st int32) *HandlerError {
+	if st == stateDraining {
+		return &HandlerError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, RetryAfter: 5,
+			Err: errors.New("server is shutting down")}
+	}
+	if st == stateFailed {
+		return &HandlerError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
+			Err: errors.New("server failed to start")}
+	}
+	return &HandlerError{Status: http.StatusServiceUnavailable, Code: CodeStarting, RetryAfter: 5,
+		Err: errors.New("model is starting (warm-up not complete)")}
+}
+
+// predict is POST /predict.
+func (s *Server) predict(c *fiber.Ctx) error {
+	start := time.Now()
+	if st := s.state.Load(); st != stateReady {
+		return notReady(st)
+	}
+	if ok, err := s.admit(); !ok {
+		if err != nil {
+			return s.queueFull()
+		}
+		return notReady(s.state.Load())
+	}
+	defer s.done()
+	deps := s.deps.Load()
+
+	ctx, cancel := context.WithTimeout(c.UserContext(), s.requestDeadline(c))
+	defer cancel()
+
+	reqMsgpack := isMsgpack(c.Get(fiber.HeaderContentType))
+	var r *predictRequest
+	var err error
+	body := c.Body()
+	if len(body) == 0 {
+		return schemaError("body", "empty body: send a /predict JSON or msgpack object")
+	}
+	if reqMsgpack {
+		r, err = decodeMsgpack(body)
+	} else {
+		r, err = decodeJSON(body)
+	}
+	if err != nil {
+		return err
+	}
+	parse := time.Since(start)
+	rid, _ := c.Locals("rid").(string)
+	resp, err := s.runPredict(ctx, deps, r, rid, start)
+	if err != nil {
+		return err
+	}
+	resp.TimingMS.Parse = ms(parse)
+	resp.TimingMS.Total = ms(time.Since(start))
+	resp.RequestID = rid
+	t := &resp.TimingMS
+	c.Set("Server-Timing", fmt.Sprintf("parse;dur=%.3f, decode;dur=%.3f, plugin_pre;dur=%.3f, encode;dur=%.3f, queue;dur=%.3f, device;dur=%.3f, decode_actions;dur=%.3f, total;dur=%.3f",
+		t.Parse, t.Decode, t.PluginPre, t.Encode, t.Queue, t.Device, t.DecodeActions, t.Total))
+	c.Locals("logattrs", []any{"embodiment", resp.Embodiment, "seq_len", resp.SeqLen, "noise_source", resp.NoiseSource,
+		"decode_ms", resp.TimingMS.Decode, "encode_ms", resp.TimingMS.Encode, "queue_ms", resp.TimingMS.Queue,
+		"device_ms", resp.TimingMS.Device, "total_ms", resp.TimingMS.Total})
+
+	accept := strings.ToLower(c.Get(fiber.HeaderAccept))
+	if strings.Contains(accept, "msgpack") || (reqMsgpack && !strings.Contains(accept, "json")) {
+		b, err := msgpack.Marshal(resp)
+		if err != nil {
+			return fmt.Errorf("encode response: %w", err)
+		}
+		c.Set(fiber.HeaderContentType, MIMEMsgpack)
+		return c.Send(b)
+	}
+	return c.JSON(resp)
+}
+
+func (s *Server) queueFull() *HandlerError {
+	return &HandlerError{Status: http.StatusServiceUnavailable, Code: CodeQueueFull, RetryAfter: 1,
+		Err: fmt.Errorf("device queue is full (%d requests in flight, queue_depth %d); retry later", s.inflightN.Load(), s.cfg.QueueDepth)}
+}
+
+// span starts a child span of ctx.
+func (s *Server) span(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	return s.tracer.Start(ctx, name, trace.WithAttributes(attrs...))
+}
+
+func endSpan(sp trace.Span, err error) {
+	if err != nil {
+		sp.RecordError(err)
+		sp.SetStatus(codes.Error, err.Error())
+	}
+	sp.End()
+}
+
+// runPredict is the request path shared by POST /predict and warm-up:
+// validate → decode → plugin.pre → encode → (device lock) device → plugin.post.
+// Everything but the device call runs outside the lock.
+func (s *Server) runPredict(ctx context.Context, deps *Deps, r *predictRequest, rid string, start time.Time) (*PredictResponse, error) {
+	info := deps.Embodiment.Describe()
+	embAttrs := []attribute.KeyValue{
+		attribute.String("embodiment", info.Name),
+		attribute.String("plugin.name", info.Plugin),
+		attribute.String("plugin.version", info.PluginVersion),
+	}
+	trace.SpanFromContext(ctx).SetAttributes(embAttrs...)
+	var tm Timing
+
+	// decode: validation, base64, image decode and the frame-size rules.
+	t0 := time.Now()
+	dctx, sp := s.span(ctx, "decode")
+	v, err := validate(r, &info, &deps.Model)
+	if err == nil {
+		err = decodeFrames(v)
+	}
+	var dec *Decoded
+	if err == nil {
+		dec, err = deps.Encoder.Decode(dctx, v.cams)
+	}
+	endSpan(sp, err)
+	tm.Decode = ms(time.Since(t0))
+	s.inst.stage(ctx, "decode", time.Since(t0))
+	if err != nil {
+		return nil, classify(err, "decode")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, classify(err, "decode")
+	}
+
+	// plugin.pre: state validation and normalisation.
+	t0 = time.Now()
+	pctx, sp := s.span(ctx, "plugin.pre", embAttrs...)
+	state, err := deps.Embodiment.Pre(pctx, &PreInput{
+		RequestID: rid, Embodiment: info.Name, Cameras: dec.Cameras, State: v.state, StateDtype: r.StateDtype,
+		Instruction: r.Instruction,
+	})
+	endSpan(sp, err)
+	s.pluginMetric(ctx, info, "pre", time.Since(t0), err)
+	tm.PluginPre = ms(time.Since(t0))
+	if err != nil {
+		return nil, classify(err, "plugin.pre")
+	}
+
+	// encode: eval chain, patching, prompt, tokenizer, mRoPE.
+	t0 = time.Now()
+	ectx, sp := s.span(ctx, "encode")
+	enc, err := deps.Encoder.Encode(ectx, dec, r.Instruction)
+	if err == nil {
+		sp.SetAttributes(attribute.Int("seq_len", enc.SeqLen), attribute.Int("prompt_tokens", enc.PromptTokens))
+	}
+	endSpan(sp, err)
+	tm.Encode = ms(time.Since(t0))
+	s.inst.stage(ctx, "encode", time.Since(t0))
+	if err != nil {
+		return nil, classify(err, "encode")
+	}
+	if enc.Release != nil {
+		defer enc.Release()
+	}
+
+	in := enc.Inputs
+	in.State = state
+	in.EmbodimentID = info.ID
+	resp := &PredictResponse{StateDtype: r.StateDtype}
+	if r.Noise != nil {
+		in.Noise = r.Noise
+		resp.NoiseSource = "client"
+	} else {
+		seed := deps.Model.DefaultSeed
+		if r.Seed != nil {
+			seed = *r.Seed
+		}
+		in.Seed = seed
+		resp.Seed = &seed
+		resp.NoiseSource = "seed"
+	}
+	trace.SpanFromContext(ctx).SetAttributes(attribute.Int("seq_len", enc.SeqLen), attribute.String("noise.source", resp.NoiseSource))
+
+	// queue + device.
+	t0 = time.Now()
+	qctx, sp := s.span(ctx, "queue", attribute.Int64("queue.waiting", s.lock.waiting.Load()))
+	release, err := s.lock.acquire(qctx)
+	endSpan(sp, err)
+	tm.Queue = ms(time.Since(t0))
+	s.inst.stage(ctx, "queue", time.Since(t0))
+	if errors.Is(err, errQueueFull) {
+		return nil, s.queueFull()
+	}
+	if err != nil {
+		return nil, classify(err, "queue")
+	}
+	t0 = time.Now()
+	dvctx, sp := s.span(ctx, "device", attribute.Int("seq_len", enc.SeqLen))
+	res, err := deps.Backend.Predict(dvctx, &in)
+	dEnd := time.Now()
+	release()
+	if err == nil {
+		err = checkResult(res, info.ActionHorizon, deps.Model.ActionDim)
+	}
+	if err == nil {
+		st := make([]stageTiming, len(res.Stages))
+		for i, x := range res.Stages {
+			st[i] = stageTiming{x.Name, x.Duration}
+			s.inst.stage(ctx, "device."+x.Name, x.Duration)
+		}
+		stageSpans(dvctx, s.tracer, t0, st)
+	}
+	endSpan(sp, err)
+	tm.Device = ms(dEnd.Sub(t0))
+	s.inst.stage(ctx, "device", dEnd.Sub(t0))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, classify(ctx.Err(), "device")
+		}
+		return nil, classify(err, "device")
+	}
+	if len(res.Stages) > 0 {
+		tm.DeviceStages = make(map[string]float64, len(res.Stages))
+		for _, x := range res.Stages {
+			tm.DeviceStages[x.Name] = ms(x.Duration)
+		}
+	}
+
+	// plugin.post: slice, un-normalise, compose.
+	t0 = time.Now()
+	octx, sp := s.span(ctx, "plugin.post", embAttrs...)
+	acts, err := deps.Embodiment.Post(octx, &PostInput{
+		RequestID: rid, ActionPred: res.ActionPred, Horizon: res.Horizon, Dim: res.ActionDim, State: v.state, StateDtype: r.StateDtype,
+	})
+	tm.PluginPost = ms(time.Since(t0))
+	s.pluginMetric(ctx, info, "post", time.Since(t0), err)
+	if err == nil {
+		resp.Actions, err = reshapeActions(acts, info.ActionGroups, res.Horizon)
+	}
+	endSpan(sp, err)
+	tm.DecodeActions = ms(time.Since(t0))
+	s.inst.stage(ctx, "plugin.post", time.Since(t0))
+	if err != nil {
+		return nil, classify(err, "plugin.post")
+	}
+
+	resp.ActionHorizon = res.Horizon
+	resp.ActionKeys = make([]string, len(info.ActionGroups))
+	resp.ActionDims = make(map[string]int, len(info.ActionGroups))
+	valid := 0
+	for i, g := range info.ActionGroups {
+		resp.ActionKeys[i] = g.Key
+		resp.ActionDims[g.Key] = g.Dim
+		valid += g.Dim
+	}
+	resp.Embodiment = info.Name
+	resp.EmbodimentID = info.ID
+	resp.Version = deps.Model.Version
+	resp.Model = s.cfg.ModelName
+	resp.Layout = deps.Model.Layout
+	resp.Images = make(map[string]ImageReport, len(dec.Cameras))
+	for _, cam := range dec.Cameras {
+		resp.Images[cam.Key] = ImageReport{Frames: cam.Frames, ReceivedHW: [2]int{cam.Height, cam.Width}, VitGridTHW: enc.GridTHW[cam.Key]}
+	}
+	resp.SeqLen = enc.SeqLen
+	resp.PromptTokens = enc.PromptTokens
+	resp.Plugin = PluginReport{Name: info.Plugin, Version: info.PluginVersion}
+	if r.ReturnNormalized {
+		resp.ActionPredNormalized = rows(res.ActionPred, res.Horizon, res.ActionDim, 0, res.ActionDim)
+		resp.ActionPredValidHD = rows(res.ActionPred, res.Horizon, res.ActionDim, 0, min(valid, res.ActionDim))
+	}
+	tm.Total = ms(time.Since(start))
+	resp.TimingMS = tm
+	return resp, nil
+}
+
+func (s *Server) pluginMetric(ctx context.Context, info EmbodimentInfo, stage string, d time.Duration, err error) {
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
+	}
+	s.inst.pluginDur.Record(ctx, d.Seconds(), metric.WithAttributes(attribute.String("plugin", info.Plugin),
+		attribute.String("stage", stage), attribute.String("outcome", outcome)))
+	s.inst.stage(ctx, "plugin."+stage, d)
+}
+
+// checkResult verifies the backend kept its contract.
+func checkResult(res *device.Result, horizon, dim int) error {
+	if res == nil {
+		return errors.New("backend returned no result")
+	}
+	if res.Horizon != horizon || res.ActionDim != dim || len(res.ActionPred) != res.Horizon*res.ActionDim {
+		return fmt.Errorf("backend returned action_pred of %d values as [%d, %d], want [%d, %d]",
+			len(res.ActionPred), res.Horizon, res.ActionDim, horizon, dim)
+	}
+	return nil
+}
+
+// reshapeActions turns the plugin's flat per-group buffers into [H][D] rows
+// of float64 (exact float32 values).
+func reshapeActions(acts map[string][]float32, groups []Group, horizon int) (map[string][][]float64, error) {
+	out := make(map[string][][]float64, len(groups))
+	for _, g := range groups {
+		buf, ok := acts[g.Key]
+		if !ok {
+			return nil, fmt.Errorf("plugin returned no action group %q", g.Key)
+		}
+		if len(buf) != horizon*g.Dim {
+			return nil, fmt.Errorf("plugin returned %d values for action group %q, want %d×%d", len(buf), g.Key, horizon, g.Dim)
+		}
+		out[g.Key] = rows(buf, horizon, g.Dim, 0, g.Dim)
+	}
+	return out, nil
+}

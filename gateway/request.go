@@ -1,0 +1,581 @@
+package gateway
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Request field names, as the reference server spells them.
+const (
+	fieldImages           = "images"
+	fieldState            = "state"
+	fieldInstruction      = "instruction"
+	fieldEmbodiment       = "embodiment"
+	fieldSeed             = "seed"
+	fieldNoise            = "noise"
+	fieldStateDtype       = "state_dtype"
+	fieldReturnNormalized = "return_normalized"
+)
+
+// instructionAliases are the accepted names of the instruction field, in
+// the order the reference server documents them.
+var instructionAliases = []string{"instruction", "language", "prompt"}
+
+// MaxInstructionChars bounds the instruction (characters, not bytes).
+const MaxInstructionChars = 2000
+
+// frame is one encoded image as sent: a base64 string (JSON, msgpack str)
+// or raw bytes (msgpack bin).
+type frame struct {
+	b64 string
+	raw []byte
+}
+
+// predictRequest is a parsed, schema-checked /predict body. Values are not
+// yet checked against the served embodiment (see validate).
+type predictRequest struct {
+	// Images maps camera key → frames, oldest first.
+	Images map[string][]frame
+	// State maps group → raw values (one time step); StateList is set
+	// instead when the body sent state as [D_total] or [[D_total]].
+	State     map[string][]float64
+	StateList []float64
+	// Instruction is the task text; InstructionField is the name it came
+	// under (instruction, language or prompt).
+	Instruction      string
+	InstructionField string
+	Embodiment       string
+	// Seed is set when the body sent one.
+	Seed *uint64
+	// Noise is the explicit noise, flattened, with its sent shape.
+	Noise      []float32
+	NoiseShape []int
+	StateDtype string
+	// ReturnNormalized asks for action_pred_normalized and action_pred_valid_hd.
+	ReturnNormalized bool
+}
+
+// decodeJSON parses a JSON body strictly: valid UTF-8, exactly one value,
+// numbers kept as text until the schema decides their type.
+func decodeJSON(body []byte) (*predictRequest, error) {
+	if !utf8.Valid(body) {
+		return nil, schemaError("body", "body is not valid UTF-8")
+	}
+	v, err := parseJSON(body)
+	if err != nil {
+		return nil, schemaError("body", "body is not valid JSON: %v", err)
+	}
+	return parseRequest(v)
+}
+
+// decodeMsgpack parses a msgpack body with the same schema as JSON; frames
+// may be bin (raw image bytes) or str (base64).
+func decodeMsgpack(body []byte) (*predictRequest, error) {
+	v, err := parseMsgpack(body)
+	if err != nil {
+		return nil, schemaError("body", "body is not valid msgpack: %v", err)
+	}
+	return parseRequest(v)
+}
+
+func typeName(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "string"
+	case []byte:
+		return "bytes"
+	case bool:
+		return "boolean"
+	case json.Number, float32, float64, int8, int16, int32, int64, int, uint8, uint16, uint32, uint64, uint:
+		return "number"
+	case []any:
+		return "array"
+	case map[string]any, map[any]any:
+		return "object"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// asObject returns v as a string-keyed map.
+func asObject(v any, field string) (map[string]any, error) {
+	switch m := v.(type) {
+	case map[string]any:
+		return m, nil
+	case map[any]any:
+		out := make(map[string]any, len(m))
+		for k, x := range m {
+			ks, ok := k.(string)
+			if !ok {
+				return nil, schemaError(field, "%s: object keys must be strings, got %s", field, typeName(k))
+			}
+			out[ks] = x
+		}
+		return out, nil
+	}
+	return nil, schemaError(field, "%s: expected an object, got %s", field, typeName(v))
+}
+
+func parseRequest(v any) (*predictRequest, error) {
+	top, err := asObject(v, "body")
+	if err != nil {
+		return nil, err
+	}
+	known := map[string]bool{
+		fieldImages: true, fieldState: true, fieldEmbodiment: true, fieldSeed: true, fieldNoise: true,
+		fieldStateDtype: true, fieldReturnNormalized: true,
+	}
+	for _, a := range instructionAliases {
+		known[a] = true
+	}
+	// Deterministic order for error messages.
+	names := make([]string, 0, len(top))
+	for k := range top {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		if !known[k] {
+			f := k
+			if f == "" || !utf8.ValidString(f) {
+				f = "body"
+			}
+			return nil, schemaError(f, "unknown field %q", k)
+		}
+		if !utf8.ValidString(k) {
+			return nil, schemaError("body", "field name is not valid UTF-8")
+		}
+	}
+	r := &predictRequest{StateDtype: "float32"}
+
+	// images (required).
+	iv, ok := top[fieldImages]
+	if !ok || iv == nil {
+		return nil, schemaError(fieldImages, "field required: images")
+	}
+	im, err := asObject(iv, fieldImages)
+	if err != nil {
+		return nil, err
+	}
+	r.Images = make(map[string][]frame, len(im))
+	for cam, fv := range im {
+		field := fieldImages + "." + cam
+		if !utf8.ValidString(cam) {
+			return nil, schemaError(fieldImages, "camera key is not valid UTF-8")
+		}
+		list, ok := fv.([]any)
+		if !ok {
+			return nil, schemaError(field, "%s: expected an array of base64 images, got %s", field, typeName(fv))
+		}
+		frames := make([]frame, len(list))
+		for i, x := range list {
+			switch s := x.(type) {
+			case string:
+				frames[i] = frame{b64: s}
+			case []byte:
+				frames[i] = frame{raw: s}
+			default:
+				f := fmt.Sprintf("%s[%d]", field, i)
+				return nil, schemaError(f, "%s: expected a base64 string, got %s", f, typeName(x))
+			}
+		}
+		r.Images[cam] = frames
+	}
+
+	// state (required).
+	sv, ok := top[fieldState]
+	if !ok || sv == nil {
+		return nil, schemaError(fieldState, "field required: state")
+	}
+	switch s := sv.(type) {
+	case []any:
+		vals, err := parseStateRows(s, fieldState)
+		if err != nil {
+			return nil, err
+		}
+		r.StateList = vals
+	default:
+		sm, err := asObject(sv, fieldState)
+		if err != nil {
+			return nil, err
+		}
+		r.State = make(map[string][]float64, len(sm))
+		for g, gv := range sm {
+			field := fieldState + "." + g
+			list, ok := gv.([]any)
+			if !ok {
+				return nil, schemaError(field, "%s: expected an array of numbers, got %s", field, typeName(gv))
+			}
+			vals, err := parseStateRows(list, field)
+			if err != nil {
+				return nil, err
+			}
+			r.State[g] = vals
+		}
+	}
+
+	// instruction and its aliases (exactly one required).
+	for _, a := range instructionAliases {
+		x, ok := top[a]
+		if !ok || x == nil {
+			continue
+		}
+		if r.InstructionField != "" {
+			return nil, schemaError(a, "%s and %s are aliases: send only one", r.InstructionField, a)
+		}
+		s, ok := x.(string)
+		if !ok {
+			return nil, schemaError(a, "%s: expected a string, got %s", a, typeName(x))
+		}
+		if !utf8.ValidString(s) {
+			return nil, schemaError(a, "%s is not valid UTF-8", a)
+		}
+		r.Instruction, r.InstructionField = s, a
+	}
+	if r.InstructionField == "" {
+		return nil, schemaError(fieldInstruction, "field required: instruction (or language, prompt)")
+	}
+
+	if x, ok := top[fieldEmbodiment]; ok && x != nil {
+		s, ok := x.(string)
+		if !ok {
+			return nil, schemaError(fieldEmbodiment, "embodiment: expected a string, got %s", typeName(x))
+		}
+		r.Embodiment = s
+	}
+	if x, ok := top[fieldStateDtype]; ok && x != nil {
+		s, ok := x.(string)
+		if !ok {
+			return nil, schemaError(fieldStateDtype, "state_dtype: expected a string, got %s", typeName(x))
+		}
+		r.StateDtype = s
+	}
+	if x, ok := top[fieldReturnNormalized]; ok && x != nil {
+		b, ok := x.(bool)
+		if !ok {
+			return nil, schemaError(fieldReturnNormalized, "return_normalized: expected a boolean, got %s", typeName(x))
+		}
+		r.ReturnNormalized = b
+	}
+	if x, ok := top[fieldSeed]; ok && x != nil {
+		seed, err := parseSeed(x)
+		if err != nil {
+			return nil, err
+		}
+		r.Seed = &seed
+	}
+	if x, ok := top[fieldNoise]; ok && x != nil {
+		if err := parseNoise(r, x); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// parseStateRows accepts [D numbers] or [[D numbers]] (one time step).
+func parseStateRows(list []any, field string) ([]float64, error) {
+	if len(list) > 0 {
+		if inner, ok := list[0].([]any); ok {
+			if len(list) != 1 {
+				return nil, invalid(field, "%s: expected one time step, got %d rows", field, len(list))
+			}
+			list = inner
+			field += "[0]"
+		}
+	}
+	vals := make([]float64, len(list))
+	for i, x := range list {
+		f, err := number(x, fmt.Sprintf("%s[%d]", field, i))
+		if err != nil {
+			return nil, err
+		}
+		vals[i] = f
+	}
+	return vals, nil
+}
+
+// number converts a JSON number (json.Number) or a msgpack numeric value to
+// float64. Wrong types are schema errors (422); values JSON cannot carry as
+// finite doubles (1e400) are validation errors (400).
+func number(x any, field string) (float64, error) {
+	switch n := x.(type) {
+	case json.Number:
+		f, err := strconv.ParseFloat(string(n), 64)
+		if err != nil {
+			return 0, invalid(field, "%s: %s is not a finite number", field, n)
+		}
+		return f, nil
+	case float64:
+		return n, nil
+	case float32:
+		return float64(n), nil
+	case int8:
+		return float64(n), nil
+	case int16:
+		return float64(n), nil
+	case int32:
+		return float64(n), nil
+	case int64:
+		return float64(n), nil
+	case int:
+		return float64(n), nil
+	case uint8:
+		return float64(n), nil
+	case uint16:
+		return float64(n), nil
+	case uint32:
+		return float64(n), nil
+	case uint64:
+		return float64(n), nil
+	}
+	return 0, schemaError(field, "%s: expected a number, got %s", field, typeName(x))
+}
+
+func parseSeed(x any) (uint64, error) {
+	switch n := x.(type) {
+	case json.Number:
+		s := string(n)
+		if strings.ContainsAny(s, ".eE") {
+			return 0, schemaError(fieldSeed, "seed: expected an integer, got %s", s)
+		}
+		if strings.HasPrefix(s, "-") {
+			return 0, invalid(fieldSeed, "seed: %s is negative (must be >= 0)", s)
+		}
+		u, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return 0, invalid(fieldSeed, "seed: %s does not fit in 64 bits", s)
+		}
+		return u, nil
+	case int8, int16, int32, int64, int:
+		i, _ := number(n, fieldSeed)
+		if i < 0 {
+			return 0, invalid(fieldSeed, "seed: %v is negative (must be >= 0)", i)
+		}
+		return uint64(i), nil
+	case uint8:
+		return uint64(n), nil
+	case uint16:
+		return uint64(n), nil
+	case uint32:
+		return uint64(n), nil
+	case uint64:
+		return n, nil
+	}
+	return 0, schemaError(fieldSeed, "seed: expected an integer, got %s", typeName(x))
+}
+
+// parseNoise accepts [H][D] or [1][H][D] numbers; the shape is checked
+// against the model later (validate).
+func parseNoise(r *predictRequest, x any) error {
+	rows, ok := x.([]any)
+	if !ok {
+		return schemaError(fieldNoise, "noise: expected an array, got %s", typeName(x))
+	}
+	if len(rows) == 1 {
+		if inner, ok := rows[0].([]any); ok && len(inner) > 0 {
+			if _, ok := inner[0].([]any); ok {
+				rows = inner
+				r.NoiseShape = []int{1}
+			}
+		}
+	}
+	if len(rows) == 0 {
+		return invalid(fieldNoise, "noise: empty")
+	}
+	first, ok := rows[0].([]any)
+	if !ok {
+		return invalid(fieldNoise, "noise: expected [horizon, action_dim] or [1, horizon, action_dim], got a flat array")
+	}
+	d := len(first)
+	r.NoiseShape = append(r.NoiseShape, len(rows), d)
+	out := make([]float32, 0, len(rows)*d)
+	for i, rv := range rows {
+		row, ok := rv.([]any)
+		if !ok {
+			return schemaError(fmt.Sprintf("noise[%d]", i), "noise[%d]: expected an array, got %s", i, typeName(rv))
+		}
+		if len(row) != d {
+			return invalid(fieldNoise, "noise: ragged: row %d has %d values, row 0 has %d", i, len(row), d)
+		}
+		for j, v := range row {
+			f, err := number(v, fmt.Sprintf("noise[%d][%d]", i, j))
+			if err != nil {
+				return err
+			}
+			f32 := float32(f)
+			if math.IsNaN(f) || math.IsInf(float64(f32), 0) {
+				return invalid(fieldNoise, "noise[%d][%d]: %v is not a finite float32", i, j, f)
+			}
+			out = append(out, f32)
+		}
+	}
+	r.Noise = out
+	return nil
+}
+
+// validated is a request checked against the served embodiment and model.
+type validated struct {
+	req   *predictRequest
+	cams  []CameraFrames // embodiment order, base64 decoded later
+	state map[string][]float64
+}
+
+// validate checks the request against the served embodiment and model: the
+// cheap 400s that need no pixels (cameras and frame counts, state groups
+// and widths and finiteness, instruction length, embodiment, seed xor
+// noise, noise shape, state dtype). It rounds state to state_dtype.
+func validate(r *predictRequest, info *EmbodimentInfo, model *ModelInfo) (*validated, error) {
+	n := utf8.RuneCountInString(r.Instruction)
+	if strings.TrimSpace(r.Instruction) == "" {
+		return nil, invalid(r.InstructionField, "%s: empty", r.InstructionField)
+	}
+	if n > MaxInstructionChars {
+		return nil, invalid(r.InstructionField, "%s: %d characters, at most %d", r.InstructionField, n, MaxInstructionChars)
+	}
+	if r.Embodiment != "" && r.Embodiment != info.Name {
+		return nil, invalid(fieldEmbodiment, "embodiment: %q is not served (serving %q)", r.Embodiment, info.Name)
+	}
+	if r.Seed != nil && r.Noise != nil {
+		return nil, invalid(fieldSeed, "seed and noise are exclusive: send one")
+	}
+	if r.Noise != nil {
+		h, d := r.NoiseShape[len(r.NoiseShape)-2], r.NoiseShape[len(r.NoiseShape)-1]
+		if h != info.ActionHorizon || d != model.ActionDim {
+			return nil, invalid(fieldNoise, "noise: shape %v, want [%d, %d] or [1, %d, %d]", r.NoiseShape,
+				info.ActionHorizon, model.ActionDim, info.ActionHorizon, model.ActionDim)
+		}
+	}
+	if r.StateDtype != "float32" && r.StateDtype != "float64" {
+		return nil, invalid(fieldStateDtype, "state_dtype: %q is not float32 or float64", r.StateDtype)
+	}
+
+	// Cameras: exactly the embodiment's keys, exactly len(delta) frames each.
+	want := len(info.VideoDeltaIndices)
+	for cam := range r.Images {
+		if !contains(info.Cameras, cam) {
+			return nil, invalid(fieldImages+"."+cam, "images: unknown camera %q (want %s)", cam, strings.Join(info.Cameras, ", "))
+		}
+	}
+	v := &validated{req: r, cams: make([]CameraFrames, 0, len(info.Cameras))}
+	for _, cam := range info.Cameras {
+		frames, ok := r.Images[cam]
+		if !ok {
+			return nil, invalid(fieldImages+"."+cam, "images: missing camera %q (want %s)", cam, strings.Join(info.Cameras, ", "))
+		}
+		if want > 0 && len(frames) != want {
+			return nil, invalid(fieldImages+"."+cam, "images.%s: %d frames, want exactly %d (delta indices %v, oldest first)", cam, len(frames), want, info.VideoDeltaIndices)
+		}
+		v.cams = append(v.cams, CameraFrames{Key: cam})
+	}
+
+	// State: the embodiment's groups with their widths, finite.
+	state := r.State
+	if r.StateList != nil {
+		total := 0
+		for _, g := range info.StateGroups {
+			total += g.Dim
+		}
+		if len(r.StateList) != total {
+			return nil, invalid(fieldState, "state: %d values, want %d (%s)", len(r.StateList), total, groupList(info.StateGroups))
+		}
+		state = make(map[string][]float64, len(info.StateGroups))
+		off := 0
+		for _, g := range info.StateGroups {
+			state[g.Key] = r.StateList[off : off+g.Dim]
+			off += g.Dim
+		}
+	}
+	for g := range state {
+		if !containsGroup(info.StateGroups, g) {
+			return nil, invalid(fieldState+"."+g, "state: unknown group %q (want %s)", g, groupList(info.StateGroups))
+		}
+	}
+	v.state = make(map[string][]float64, len(state))
+	for _, g := range info.StateGroups {
+		vals, ok := state[g.Key]
+		field := fieldState + "." + g.Key
+		if !ok {
+			return nil, invalid(field, "state: missing group %q (want %s)", g.Key, groupList(info.StateGroups))
+		}
+		if len(vals) != g.Dim {
+			return nil, invalid(field, "state.%s: %d values, want %d", g.Key, len(vals), g.Dim)
+		}
+		out := make([]float64, len(vals))
+		for i, x := range vals {
+			if r.StateDtype == "float32" {
+				x = float64(float32(x))
+			}
+			if math.IsNaN(x) || math.IsInf(x, 0) {
+				return nil, invalid(field, "state.%s[%d]: %v is not finite", g.Key, i, vals[i])
+			}
+			out[i] = x
+		}
+		v.state[g.Key] = out
+	}
+	return v, nil
+}
+
+// decodeFrames base64-decodes the validated request's frames in place.
+func decodeFrames(v *validated) error {
+	for ci := range v.cams {
+		c := &v.cams[ci]
+		src := v.req.Images[c.Key]
+		c.Frames = make([][]byte, len(src))
+		for i, f := range src {
+			if f.raw != nil {
+				c.Frames[i] = f.raw
+				continue
+			}
+			s := f.b64
+			// Tolerate data URLs ("data:image/png;base64,....").
+			if strings.HasPrefix(s, "data:") {
+				if _, rest, ok := strings.Cut(s, ","); ok {
+					s = rest
+				}
+			}
+			buf := make([]byte, base64.StdEncoding.DecodedLen(len(s)))
+			n, err := base64.StdEncoding.Decode(buf, []byte(s))
+			if err != nil {
+				return invalid(fmt.Sprintf("images.%s[%d]", c.Key, i), "images.%s[%d]: not valid base64: %v", c.Key, i, err)
+			}
+			if n == 0 {
+				return invalid(fmt.Sprintf("images.%s[%d]", c.Key, i), "images.%s[%d]: empty image", c.Key, i)
+			}
+			c.Frames[i] = buf[:n]
+		}
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func containsGroup(list []Group, s string) bool {
+	for _, g := range list {
+		if g.Key == s {
+			return true
+		}
+	}
+	return false
+}
+
+func groupList(gs []Group) string {
+	parts := make([]string, len(gs))
+	for i, g := range gs {
+		parts[i] = fmt.Sprintf("%s[%d]", g.Key, g.Dim)
+	}
+	return strings.Join(parts, ", ")
+}
