@@ -73,13 +73,42 @@ type PostOutput struct {
 
 var builders = sync.Pool{New: func() any { return new(envelope.Builder) }}
 
+// nameCache holds the envelope names of the groups a plugin describes, so
+// that a request costs no string building: "state."+key, "video."+key, and
+// the action keys keyed by their tensor name. Read-only after load.
+type nameCache struct {
+	state, video map[string]string // key → prefixed name
+	action       map[string]string // "action."+key → key
+}
+
+func newNameCache(d *Description) nameCache {
+	c := nameCache{state: map[string]string{}, video: map[string]string{}, action: map[string]string{}}
+	for _, g := range d.State {
+		c.state[g.Key] = abi.StatePrefix + g.Key
+	}
+	for _, g := range d.Cameras {
+		c.video[g.Key] = abi.VideoPrefix + g.Key
+	}
+	for _, g := range d.Actions {
+		c.action[abi.ActionPrefix+g.Key] = g.Key
+	}
+	return c
+}
+
+func prefixed(m map[string]string, prefix, key string) string {
+	if n, ok := m[key]; ok {
+		return n
+	}
+	return prefix + key
+}
+
 func (p *Plugin) stateTensors(b *envelope.Builder, stage string, st []StateGroup) error {
 	for _, g := range st {
 		switch {
 		case g.Steps == 0:
-			b.Float64(abi.StatePrefix+g.Key, []int64{int64(len(g.Values))}, g.Values)
+			b.Float64(prefixed(p.names.state, abi.StatePrefix, g.Key), []int64{int64(len(g.Values))}, g.Values)
 		case g.Steps > 0 && len(g.Values)%g.Steps == 0:
-			b.Float64(abi.StatePrefix+g.Key, []int64{int64(g.Steps), int64(len(g.Values) / g.Steps)}, g.Values)
+			b.Float64(prefixed(p.names.state, abi.StatePrefix, g.Key), []int64{int64(g.Steps), int64(len(g.Values) / g.Steps)}, g.Values)
 		default:
 			return &GuestError{Plugin: p.name, Stage: stage, Code: abi.CodeInvalidState, Field: "state." + g.Key,
 				Message: fmt.Sprintf("%d values do not form %d equal timesteps", len(g.Values), g.Steps)}
@@ -115,7 +144,7 @@ func (p *Plugin) Pre(ctx context.Context, in *PreInput) (*PreOutput, error) {
 		if ch == 0 {
 			ch = 3
 		}
-		b.Descriptor(abi.VideoPrefix+c.Key, envelope.Uint8, []int64{int64(c.Frames), int64(c.Height), int64(c.Width), int64(ch)})
+		b.Descriptor(prefixed(p.names.video, abi.VideoPrefix, c.Key), envelope.Uint8, []int64{int64(c.Frames), int64(c.Height), int64(c.Width), int64(ch)})
 	}
 	if err := p.stateTensors(b, "pre", in.State); err != nil {
 		return nil, err
@@ -191,8 +220,15 @@ func (p *Plugin) Post(ctx context.Context, in *PostInput) (*PostOutput, error) {
 			}
 			start := len(vals)
 			vals = append(vals, v...)
+			key, ok := p.names.action[t.Name] // t.Name aliases guest memory
+			if !ok {
+				key = strings.Clone(t.Name[len(abi.ActionPrefix):])
+			}
+			if out.Actions == nil {
+				out.Actions = make([]ActionGroup, 0, len(e.Tensors))
+			}
 			out.Actions = append(out.Actions, ActionGroup{
-				Key: strings.Clone(t.Name[len(abi.ActionPrefix):]), Horizon: int(t.Dims[0]), Dim: int(t.Dims[1]),
+				Key: key, Horizon: int(t.Dims[0]), Dim: int(t.Dims[1]),
 				Values: vals[start:len(vals):len(vals)],
 			})
 		}

@@ -40,6 +40,7 @@ type options struct {
 	acquireTimeout time.Duration
 	stdioLimit     int
 	interpreter    bool
+	deadline       DeadlineMode
 }
 
 func defaultOptions() options {
@@ -126,3 +127,8 @@ func WithStdioLimit(n int) Option { return func(o *options) { o.stdioLimit = n }
 // WithInterpreter selects wazero's interpreter instead of the compiler
 // (for platforms without the compiler and for differential tests).
 func WithInterpreter() Option { return func(o *options) { o.interpreter = true } }
+
+// WithDeadlineMode selects how per-call deadlines are enforced (default
+// DeadlineStopFlag; the interpreter always uses DeadlineCloseOnContextDone).
+// Deadlines are enforced in every mode.
+func WithDeadlineMode(m DeadlineMode) Option { return func(o *options) { o.deadline = m } }

@@ -5,8 +5,9 @@
 //
 // Sandbox: plugins get no filesystem, network, arguments or environment;
 // clocks are wazero's fake clocks and the random source is deterministic.
-// Each call runs under a deadline (the module is closed if it passes it),
-// each instance under a memory-page limit. An instance that traps, times
+// Each call runs under a deadline (the call traps at its next loop header or
+// function entry once it passes it, see DeadlineMode), each instance under a
+// memory-page limit. An instance that traps, times
 // out or returns an invalid result is discarded and replaced; one bad
 // request never poisons the next.
 //
@@ -38,6 +39,7 @@ import (
 
 	"github.com/gr00tgw/gr00tgw/plugins/abi"
 	"github.com/gr00tgw/gr00tgw/plugins/envelope"
+	"github.com/gr00tgw/gr00tgw/plugins/internal/stopcheck"
 )
 
 // Description is the plugin's gw_describe document.
@@ -50,6 +52,7 @@ type Plugin struct {
 	name     string
 	manifest Manifest
 	desc     Description
+	names    nameCache // envelope names of the described groups, read-only after load
 	sha      string
 	initJSON []byte
 
@@ -59,6 +62,7 @@ type Plugin struct {
 	highWater uint32
 	poolSize  int
 
+	mode      DeadlineMode // how deadlines are enforced (setup may fall back)
 	rt        wazero.Runtime
 	compiled  wazero.CompiledModule
 	ownsCache wazero.CompilationCache
@@ -72,6 +76,10 @@ type Plugin struct {
 	inflight sync.WaitGroup
 	done     chan struct{} // closed by Close
 }
+
+// DeadlineMode reports how this plugin's call deadlines are enforced
+// (WithDeadlineMode, or the fallback chosen at load).
+func (p *Plugin) DeadlineMode() DeadlineMode { return p.mode }
 
 // Name returns the plugin's name.
 func (p *Plugin) Name() string { return p.name }
@@ -185,10 +193,20 @@ func (p *Plugin) setup(ctx context.Context, wasm []byte) error {
 		p.ownsCache = cache
 	}
 	rc := wazero.NewRuntimeConfig()
+	p.mode = o.deadline
 	if o.interpreter {
 		rc = wazero.NewRuntimeConfigInterpreter()
+		p.mode = DeadlineCloseOnContextDone
 	}
-	rc = rc.WithCloseOnContextDone(true).WithMemoryLimitPages(p.maxPages).WithCompilationCache(cache)
+	if p.mode == DeadlineStopFlag {
+		if inst, err := stopcheck.Instrument(wasm); err != nil {
+			o.logger.Warn("plugins: cannot add stop checks, deadlines use close-on-context-done (slower)", "plugin", p.name, "err", err)
+			p.mode = DeadlineCloseOnContextDone
+		} else {
+			wasm = inst
+		}
+	}
+	rc = rc.WithCloseOnContextDone(p.mode == DeadlineCloseOnContextDone).WithMemoryLimitPages(p.maxPages).WithCompilationCache(cache)
 	p.rt = wazero.NewRuntimeWithConfig(ctx, rc)
 
 	var err error
@@ -371,6 +389,7 @@ type instance struct {
 	inPtr, inCap                     uint32
 	calls                            int
 	stdio                            *stdioWriter
+	wd                               *watchdog // nil with DeadlineCloseOnContextDone
 }
 
 func (p *Plugin) newInstance(ctx context.Context, describe bool) (*instance, error) {
@@ -381,8 +400,12 @@ func (p *Plugin) newInstanceInit(ctx context.Context, describe, init bool) (*ins
 	w := &stdioWriter{plugin: p.name, logger: p.o.logger, limit: p.o.stdioLimit}
 	cfg := wazero.NewModuleConfig().
 		WithName("").
-		WithStartFunctions(abi.ExportInitialize).
 		WithStdout(w).WithStderr(w)
+	if p.mode == DeadlineCloseOnContextDone {
+		cfg = cfg.WithStartFunctions(abi.ExportInitialize)
+	} else {
+		cfg = cfg.WithStartFunctions() // _initialize runs below, under the watchdog
+	}
 	ictx, cancel := context.WithTimeout(ctx, p.o.maxTimeout)
 	defer cancel()
 	mod, err := p.rt.InstantiateModule(ictx, p.compiled, cfg)
@@ -396,6 +419,21 @@ func (p *Plugin) newInstanceInit(ctx context.Context, describe, init bool) (*ins
 		init:     mod.ExportedFunction(abi.ExportInit),
 		pre:      mod.ExportedFunction(abi.ExportPre),
 		post:     mod.ExportedFunction(abi.ExportPost),
+	}
+	if p.mode == DeadlineStopFlag {
+		flag, ok1 := mod.ExportedGlobal(stopcheck.Stop).(api.MutableGlobal)
+		budget, ok2 := mod.ExportedGlobal(stopcheck.Budget).(api.MutableGlobal)
+		if !ok1 || !ok2 {
+			_ = mod.Close(context.Background())
+			return nil, fmt.Errorf("wasm: plugin[%s] instantiate: stop-check globals missing", p.name)
+		}
+		inst.wd = newWatchdog(flag, budget)
+		inst.wd.arm(ictx, p.o.maxTimeout)
+		defer inst.wd.disarm()
+		if err := mod.ExportedFunction(abi.ExportInitialize).CallWithStack(ictx, inst.stack[:]); err != nil {
+			_ = mod.Close(context.Background())
+			return nil, fmt.Errorf("wasm: plugin[%s] instantiate: %s: %w", p.name, abi.ExportInitialize, err)
+		}
 	}
 	fail := func(err error) (*instance, error) {
 		_ = mod.Close(context.Background())
@@ -471,6 +509,7 @@ func (p *Plugin) checkDescription(body []byte, inspect bool) error {
 		return fmt.Errorf("wasm: plugin[%s] describe: state dims %d / action dims %d exceed max %d / %d", p.name, sd, ad, d.MaxStateDim, d.MaxActionDim)
 	}
 	p.desc = d
+	p.names = newNameCache(&d)
 	return nil
 }
 
@@ -671,17 +710,29 @@ func (p *Plugin) invoke(ctx context.Context, stage string, in []byte, use func(b
 	}
 	p.o.observer.PoolInUse(p.name, int(p.inUse.Add(1)))
 
-	cctx, cancel := context.WithTimeout(ctx, p.timeout)
-	defer cancel()
 	inst.stdio.reset()
 	fn := inst.pre
 	if stage == "post" {
 		fn = inst.post
 	}
-	err = p.write(cctx, inst, in)
-	if err == nil {
-		inst.stack[0], inst.stack[1] = uint64(inst.inPtr), uint64(len(in))
-		err = fn.CallWithStack(cctx, inst.stack[:])
+	var fired bool
+	if inst.wd != nil {
+		inst.wd.arm(ctx, p.timeout)
+		err = p.write(ctx, inst, in)
+		if err == nil {
+			inst.stack[0], inst.stack[1] = uint64(inst.inPtr), uint64(len(in))
+			err = fn.CallWithStack(ctx, inst.stack[:])
+		}
+		fired = inst.wd.disarm()
+	} else {
+		cctx, cancel := context.WithTimeout(ctx, p.timeout)
+		err = p.write(cctx, inst, in)
+		if err == nil {
+			inst.stack[0], inst.stack[1] = uint64(inst.inPtr), uint64(len(in))
+			err = fn.CallWithStack(cctx, inst.stack[:])
+		}
+		fired = cctx.Err() != nil
+		cancel()
 	}
 	if err != nil {
 		kind, reason := ErrTrap, ReasonTrap
@@ -691,7 +742,7 @@ func (p *Plugin) invoke(ctx context.Context, stage string, in []byte, use func(b
 			kind, reason, outcome = ErrBadPointer, ReasonBadPointer, OutcomeBadPointer
 		case ctx.Err() != nil:
 			kind, reason, outcome = ctx.Err(), ReasonCanceled, OutcomeCanceled
-		case cctx.Err() != nil:
+		case fired:
 			kind, reason, outcome = ErrTimeout, ReasonTimeout, OutcomeTimeout
 			err = fmt.Errorf("deadline %v exceeded: %w", p.timeout, err)
 		}

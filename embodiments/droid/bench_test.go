@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/gr00tgw/gr00tgw/plugins"
 	"github.com/gr00tgw/gr00tgw/plugins/abi"
 	"github.com/gr00tgw/gr00tgw/plugins/envelope"
 	"github.com/gr00tgw/gr00tgw/plugins/pdk"
@@ -11,31 +12,47 @@ import (
 
 // BenchmarkDROIDPrePost measures one request's pre+post:
 //
-//	wasm:        through the production host (pool, per-call deadline with
-//	             WithCloseOnContextDone, envelope both ways) on droid.wasm
+//	wasm/<mode>/{pre,post,prepost}: through the production host (pool,
+//	             per-call deadline, envelope both ways) on droid.wasm, with
+//	             deadlines enforced by the stop flag (default) or by wazero's
+//	             close-on-context-done
 //	native-abi:  the same bytes through pdk.Runner natively (envelope
 //	             encode + guest decode/logic/encode + result decode)
 //	native-logic: the plugin methods alone
 //
+// cpu-ns/op is process CPU time per op (the machine is shared; wall time is
+// inflated by waiting for a core).
+//
 // go test ./embodiments/droid -run '^$' -bench DROIDPrePost -benchtime 2000x
 func BenchmarkDROIDPrePost(b *testing.B) {
 	c := loadCaseA(b)
-	b.Run("wasm", func(b *testing.B) {
-		p := openWasm(b)
+	for _, mode := range []plugins.DeadlineMode{plugins.DeadlineStopFlag, plugins.DeadlineCloseOnContextDone} {
+		p := openWasm(b, plugins.WithDeadlineMode(mode))
+		if p.DeadlineMode() != mode {
+			b.Fatalf("deadline mode %v, want %v", p.DeadlineMode(), mode)
+		}
 		pre, post := c.preInput(), c.postWasmInput()
 		ctx := context.Background()
-		b.ReportAllocs()
-		ct := startCPU(b)
-		defer ct.report(b)
-		for range b.N {
-			if _, err := p.Pre(ctx, pre); err != nil {
-				b.Fatal(err)
-			}
-			if _, err := p.Post(ctx, post); err != nil {
-				b.Fatal(err)
-			}
+		for _, stage := range []string{"pre", "post", "prepost"} {
+			b.Run("wasm/"+mode.String()+"/"+stage, func(b *testing.B) {
+				b.ReportAllocs()
+				ct := startCPU(b)
+				defer ct.report(b)
+				for range b.N {
+					if stage != "post" {
+						if _, err := p.Pre(ctx, pre); err != nil {
+							b.Fatal(err)
+						}
+					}
+					if stage != "pre" {
+						if _, err := p.Post(ctx, post); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+			})
 		}
-	})
+	}
 	b.Run("native-abi", func(b *testing.B) {
 		r := pdk.NewRunner(newInitialised(b, c))
 		var eb envelope.Builder

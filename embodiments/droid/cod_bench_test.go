@@ -18,15 +18,25 @@ import (
 // BenchmarkPostCloseOnContextDone isolates the cost of wazero's
 // close-on-context-done instrumentation on droid.wasm's gw_post (raw
 // wazero, no pool or host wrapper): "plain" runs without it, "cod" with it,
-// "cod+timeout" also with a per-call context.WithTimeout like the host.
+// "cod+timeout" also with a per-call context.WithTimeout like the host;
+// "stopcheck" runs the module as the host's default DeadlineStopFlag
+// rewrites it (checks only; the flag is never raised).
 //
 //	go test ./embodiments/droid -run '^$' -bench PostCloseOnContextDone -benchtime 2000x
 func BenchmarkPostCloseOnContextDone(b *testing.B) {
 	ctx := context.Background()
-	wasm, _ := os.ReadFile(plugintest.BuildGuest(b, "."))
+	orig, _ := os.ReadFile(plugintest.BuildGuest(b, "."))
 	c := loadCaseA(b)
-	for _, mode := range []string{"plain", "cod", "cod+timeout"} {
-		r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCloseOnContextDone(mode != "plain").WithCompilationCache(plugintest.Cache()))
+	for _, mode := range []string{"plain", "stopcheck", "cod", "cod+timeout"} {
+		wasm := orig
+		if mode == "stopcheck" {
+			var err error
+			if wasm, err = plugintest.InstrumentStopChecks(orig); err != nil {
+				b.Fatal(err)
+			}
+		}
+		cod := mode == "cod" || mode == "cod+timeout"
+		r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCloseOnContextDone(cod).WithCompilationCache(plugintest.Cache()))
 		wasi_snapshot_preview1.MustInstantiate(ctx, r)
 		r.NewHostModuleBuilder("gw_host").NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, s []uint64) {}), []api.ValueType{api.ValueTypeI32, api.ValueTypeI32, api.ValueTypeI32}, nil).Export("log").Instantiate(ctx)
 		cm, err := r.CompileModule(ctx, wasm)

@@ -182,19 +182,19 @@ func relBounds(cfg *abi.InitConfig, key string, dim int, lo, hi []float64) error
 
 // validateState checks the three raw state groups (present, [D] or [[D]],
 // width, finite, no unknown groups).
-func validateState(st []pdk.StateInput, find func(string) *pdk.StateInput) error {
+func validateState(st []pdk.StateInput) error {
 	for _, g := range groups {
-		s := find(g.key)
-		field := "state." + g.key
+		s := findState(st, g.key)
+		// Field names are built only on failure: the hot path allocates nothing.
 		switch {
 		case s == nil:
-			return pdk.Errorf(abi.CodeInvalidState, field, "missing state group")
+			return pdk.Errorf(abi.CodeInvalidState, "state."+g.key, "missing state group")
 		case s.Steps > 1:
-			return pdk.Errorf(abi.CodeInvalidState, field, "expected 1 timestep, got %d", s.Steps)
+			return pdk.Errorf(abi.CodeInvalidState, "state."+g.key, "expected 1 timestep, got %d", s.Steps)
 		case s.Dim != g.dim || len(s.Values) != g.dim:
-			return pdk.Errorf(abi.CodeInvalidState, field, "expected %d values, got %d", g.dim, len(s.Values))
+			return pdk.Errorf(abi.CodeInvalidState, "state."+g.key, "expected %d values, got %d", g.dim, len(s.Values))
 		case !pdk.AllFinite(s.Values):
-			return pdk.Errorf(abi.CodeInvalidState, field, "values must be finite")
+			return pdk.Errorf(abi.CodeInvalidState, "state."+g.key, "values must be finite")
 		}
 	}
 	if len(st) != len(groups) {
@@ -206,6 +206,15 @@ func validateState(st []pdk.StateInput, find func(string) *pdk.StateInput) error
 			if !known {
 				return pdk.Errorf(abi.CodeInvalidState, "state."+s.Key, "unknown state group (want eef_9d, gripper_position, joint_position)")
 			}
+		}
+	}
+	return nil
+}
+
+func findState(st []pdk.StateInput, key string) *pdk.StateInput {
+	for i := range st {
+		if st[i].Key == key {
+			return &st[i]
 		}
 	}
 	return nil
@@ -236,7 +245,7 @@ func (d *Droid) Pre(obs *pdk.Observation) ([]float32, error) {
 	if err := validateCameras(obs); err != nil {
 		return nil, err
 	}
-	if err := validateState(obs.State, obs.StateGroup); err != nil {
+	if err := validateState(obs.State); err != nil {
 		return nil, err
 	}
 	off := 0
@@ -263,21 +272,20 @@ func (d *Droid) Pre(obs *pdk.Observation) ([]float32, error) {
 func validateCameras(obs *pdk.Observation) error {
 	for _, key := range cameras {
 		c := obs.Camera(key)
-		field := "images." + key
 		if c == nil {
-			return pdk.Errorf(abi.CodeInvalidCamera, field, "missing camera (want exterior_image_1_left and wrist_image_left)")
+			return pdk.Errorf(abi.CodeInvalidCamera, "images."+key, "missing camera (want exterior_image_1_left and wrist_image_left)")
 		}
 		if c.Frames != len(videoDelta) {
-			return pdk.Errorf(abi.CodeInvalidCamera, field, "expected %d frames (t-15, t), got %d", len(videoDelta), c.Frames)
+			return pdk.Errorf(abi.CodeInvalidCamera, "images."+key, "expected %d frames (t-15, t), got %d", len(videoDelta), c.Frames)
 		}
 		if c.Channels != 3 {
-			return pdk.Errorf(abi.CodeInvalidCamera, field, "expected 3 channels (RGB), got %d", c.Channels)
+			return pdk.Errorf(abi.CodeInvalidCamera, "images."+key, "expected 3 channels (RGB), got %d", c.Channels)
 		}
 		if c.Height < 64 || c.Width < 64 || c.Height > 4096 || c.Width > 4096 {
-			return pdk.Errorf(abi.CodeInvalidCamera, field, "frame %dx%d: sides must be in [64, 4096]", c.Width, c.Height)
+			return pdk.Errorf(abi.CodeInvalidCamera, "images."+key, "frame %dx%d: sides must be in [64, 4096]", c.Width, c.Height)
 		}
 		if r := float64(c.Width) / float64(c.Height); r < 1.686 || r > 1.814 {
-			return pdk.Errorf(abi.CodeInvalidCamera, field, "frame %dx%d: width/height %.3f outside [1.686, 1.814] (accepted: landscape 16:9, 7:4, 9:5 such as 320x180, 1280x720)", c.Width, c.Height, r)
+			return pdk.Errorf(abi.CodeInvalidCamera, "images."+key, "frame %dx%d: width/height %.3f outside [1.686, 1.814] (accepted: landscape 16:9, 7:4, 9:5 such as 320x180, 1280x720)", c.Width, c.Height, r)
 		}
 	}
 	if len(obs.Cameras) != len(cameras) {
@@ -303,7 +311,7 @@ func (d *Droid) Post(in *pdk.PostInput) (*pdk.Actions, error) {
 	if err := checkDType(in.StateDType); err != nil {
 		return nil, err
 	}
-	if err := validateState(in.State, in.StateGroup); err != nil {
+	if err := validateState(in.State); err != nil {
 		return nil, err
 	}
 	f32 := in.StateDType != "float64"
@@ -335,8 +343,9 @@ func (d *Droid) Post(in *pdk.PostInput) (*pdk.Actions, error) {
 			js[j] = float64(float32(js[j]))
 		}
 	}
-	// The step body is unrolled by hand: every loop back-edge costs a
-	// host round trip in guests run with close-on-context-done.
+	// The step body is unrolled by hand and the eef composition uses
+	// scalar locals (eefStep): loop headers and calls carry the host's
+	// stop checks, and memory round trips are dear in wasm guests.
 	un := pdk.UnnormalizeMinMax
 	for k := 0; k < Horizon; k++ {
 		row := in.ActionPred[k*in.Dim : k*in.Dim+17 : k*in.Dim+17]
@@ -346,15 +355,7 @@ func (d *Droid) Post(in *pdk.PostInput) (*pdk.Actions, error) {
 			un(row[3], lo[3], hi[3]), un(row[4], lo[4], hi[4]), un(row[5], lo[5], hi[5]),
 			un(row[6], lo[6], hi[6]), un(row[7], lo[7], hi[7]), un(row[8], lo[8], hi[8]),
 		}
-		rr := pdk.Rot6DToMat64(rel[3:])
-		rr = pdk.QuatRoundTrip(&rr)
-		ra := rs.Mul(&rr)
-		ra = pdk.QuatRoundTrip(&ra)
-		ta := rs.Apply([3]float64{rel[0], rel[1], rel[2]})
-		out := d.eef[k*9 : k*9+9 : k*9+9]
-		out[0], out[1], out[2] = float32(ta[0]+ts[0]), float32(ta[1]+ts[1]), float32(ta[2]+ts[2])
-		out[3], out[4], out[5] = float32(ra[0]), float32(ra[1]), float32(ra[2])
-		out[6], out[7], out[8] = float32(ra[3]), float32(ra[4]), float32(ra[5])
+		eefStep((*[9]float64)(&rs), &ts, &rel, d.eef[k*9:k*9+9:k*9+9])
 
 		d.grip[k] = float32(un(row[9], d.gripLo, d.gripHi))
 

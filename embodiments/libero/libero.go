@@ -144,21 +144,21 @@ func (l *Libero) Pre(obs *pdk.Observation) ([]float32, error) {
 	if n := utf8.RuneCountInString(obs.Instruction); n < 1 || n > MaxInstrChars {
 		return nil, pdk.Errorf(abi.CodeInvalidInstruction, "instruction", "length %d characters, want 1 to %d", n, MaxInstrChars)
 	}
+	// Field names are built only on failure: the hot path allocates nothing.
 	for _, k := range cameras {
 		c := obs.Camera(k)
-		field := "images." + k
 		switch {
 		case c == nil:
-			return nil, pdk.Errorf(abi.CodeInvalidCamera, field, "missing camera (want image and wrist_image)")
+			return nil, pdk.Errorf(abi.CodeInvalidCamera, "images."+k, "missing camera (want image and wrist_image)")
 		case c.Frames != 1:
-			return nil, pdk.Errorf(abi.CodeInvalidCamera, field, "expected 1 frame, got %d", c.Frames)
+			return nil, pdk.Errorf(abi.CodeInvalidCamera, "images."+k, "expected 1 frame, got %d", c.Frames)
 		case c.Channels != 3:
-			return nil, pdk.Errorf(abi.CodeInvalidCamera, field, "expected 3 channels (RGB), got %d", c.Channels)
+			return nil, pdk.Errorf(abi.CodeInvalidCamera, "images."+k, "expected 3 channels (RGB), got %d", c.Channels)
 		case c.Height < 64 || c.Width < 64 || c.Height > 4096 || c.Width > 4096:
-			return nil, pdk.Errorf(abi.CodeInvalidCamera, field, "frame %dx%d: sides must be in [64, 4096]", c.Width, c.Height)
+			return nil, pdk.Errorf(abi.CodeInvalidCamera, "images."+k, "frame %dx%d: sides must be in [64, 4096]", c.Width, c.Height)
 		}
 		if r := float64(c.Width) / float64(c.Height); r < 0.94 || r > 1.06 {
-			return nil, pdk.Errorf(abi.CodeInvalidCamera, field, "frame %dx%d: width/height %.3f outside [0.94, 1.06] (square frames such as 256x256)", c.Width, c.Height, r)
+			return nil, pdk.Errorf(abi.CodeInvalidCamera, "images."+k, "frame %dx%d: width/height %.3f outside [0.94, 1.06] (square frames such as 256x256)", c.Width, c.Height, r)
 		}
 	}
 	if len(obs.Cameras) != len(cameras) {
@@ -171,16 +171,15 @@ func (l *Libero) Pre(obs *pdk.Observation) ([]float32, error) {
 	off := 0
 	for _, g := range stateGroups {
 		s := obs.StateGroup(g.key)
-		field := "state." + g.key
 		switch {
 		case s == nil:
-			return nil, pdk.Errorf(abi.CodeInvalidState, field, "missing state group")
+			return nil, pdk.Errorf(abi.CodeInvalidState, "state."+g.key, "missing state group")
 		case s.Steps > 1:
-			return nil, pdk.Errorf(abi.CodeInvalidState, field, "expected 1 timestep, got %d", s.Steps)
+			return nil, pdk.Errorf(abi.CodeInvalidState, "state."+g.key, "expected 1 timestep, got %d", s.Steps)
 		case len(s.Values) != g.dim:
-			return nil, pdk.Errorf(abi.CodeInvalidState, field, "expected %d values, got %d", g.dim, len(s.Values))
+			return nil, pdk.Errorf(abi.CodeInvalidState, "state."+g.key, "expected %d values, got %d", g.dim, len(s.Values))
 		case !pdk.AllFinite(s.Values):
-			return nil, pdk.Errorf(abi.CodeInvalidState, field, "values must be finite")
+			return nil, pdk.Errorf(abi.CodeInvalidState, "state."+g.key, "values must be finite")
 		}
 		for i, v := range s.Values {
 			l.x64[off+i] = v

@@ -100,7 +100,9 @@ func (b *Builder) add(name string, dt DType, flags uint32, dims []int64, data []
 		n *= d
 	}
 	if flags&FlagByHandle == 0 && int64(len(data)) != n*int64(dt.Size()) {
-		b.err = fmt.Errorf("envelope: tensor[%s]: shape %v %s needs %d bytes, got %d", name, dims, dt, n*int64(dt.Size()), len(data))
+		// Format a copy: handing dims itself to fmt would make every
+		// caller's dims slice escape to the heap.
+		b.err = fmt.Errorf("envelope: tensor[%s]: shape %v %s needs %d bytes, got %d", name, append([]int64(nil), dims...), dt, n*int64(dt.Size()), len(data))
 		return
 	}
 	b.tensors = append(b.tensors, p)

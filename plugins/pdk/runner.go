@@ -26,6 +26,7 @@ type Runner struct {
 	post  PostInput
 	state []StateInput
 	dims  []int64
+	names []string // "action."+key per output group (actionName)
 }
 
 // NewRunner returns a Runner for p.
@@ -136,9 +137,23 @@ func (r *Runner) Post(in []byte) []byte {
 		if len(g.Values) != g.Horizon*g.Dim {
 			return r.fail(abi.StatusPluginError, Errorf(abi.CodePluginError, abi.ActionPrefix+g.Key, "%d values for [%d, %d]", len(g.Values), g.Horizon, g.Dim))
 		}
-		r.b.Float32(abi.ActionPrefix+g.Key, []int64{int64(g.Horizon), int64(g.Dim)}, g.Values)
+		r.dims = append(r.dims[:0], int64(g.Horizon), int64(g.Dim))
+		r.b.Float32(r.actionName(i, g.Key), r.dims, g.Values) // add copies dims
 	}
 	return r.okEnvelope()
+}
+
+// actionName returns "action."+key, cached per output position so that a
+// plugin returning the same groups every call costs no allocation.
+func (r *Runner) actionName(i int, key string) string {
+	for len(r.names) <= i {
+		r.names = append(r.names, "")
+	}
+	if n := r.names[i]; len(n) == len(abi.ActionPrefix)+len(key) && n[len(abi.ActionPrefix):] == key {
+		return n
+	}
+	r.names[i] = abi.ActionPrefix + key
+	return r.names[i]
 }
 
 func stateDType(e *envelope.Envelope) string {
@@ -150,10 +165,9 @@ func stateDType(e *envelope.Envelope) string {
 
 func stateInput(t *envelope.Tensor) (StateInput, *Error) {
 	s := StateInput{Key: t.Name[len(abi.StatePrefix):]}
-	field := "state." + s.Key
 	v, err := t.Float64s()
 	if err != nil {
-		return s, Errorf(abi.CodeInvalidState, field, "%v", err)
+		return s, Errorf(abi.CodeInvalidState, "state."+s.Key, "%v", err)
 	}
 	s.Values = v
 	switch len(t.Dims) {
@@ -162,7 +176,7 @@ func stateInput(t *envelope.Tensor) (StateInput, *Error) {
 	case 2:
 		s.Steps, s.Dim = int(t.Dims[0]), int(t.Dims[1])
 	default:
-		return s, Errorf(abi.CodeInvalidState, field, "rank %d, want [D] or [T, D]", len(t.Dims))
+		return s, Errorf(abi.CodeInvalidState, "state."+s.Key, "rank %d, want [D] or [T, D]", len(t.Dims))
 	}
 	return s, nil
 }

@@ -12,6 +12,8 @@
 package plugintest
 
 import (
+	"github.com/gr00tgw/gr00tgw/plugins/internal/stopcheck"
+
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -209,3 +211,8 @@ func sha256Hex(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
 }
+
+// InstrumentStopChecks returns wasm rewritten exactly as the host rewrites
+// it for plugins.DeadlineStopFlag (plugins/internal/stopcheck), for
+// benchmarks that drive wazero directly.
+func InstrumentStopChecks(wasm []byte) ([]byte, error) { return stopcheck.Instrument(wasm) }
