@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gr00tgw/gr00tgw/device"
 	"math"
 	"net/http"
 	"strings"
@@ -156,9 +157,7 @@ func (s *Server) infoMap(deps *Deps) map[string]any {
 		"hardware": map[string]any{
 			"device": s.deviceLabel(), "backend": facts.Backend,
 		},
-		"stage": map[string]any{
-			"served": "gr00tgw-" + facts.Backend, "stages": facts.Stages,
-		},
+		"stage":  stageBlock(facts),
 		"policy": map[string]any{"dtype_policy": facts.Policy, "threads": s.cfg.Threads},
 		"weights": map[string]any{
 			"dir": s.cfg.WeightsDir, "repo": deps.Model.Repo, "revision": deps.Model.Revision,
@@ -195,6 +194,20 @@ func (s *Server) infoMap(deps *Deps) map[string]any {
 		m[k] = v
 	}
 	return m
+}
+
+// stageBlock is /info's "stage": what the backend serves, its stages, and —
+// when the backend reports one under Extra["stage"] (the mixed_dit policy's
+// arena and core map, as the reference's megakernel block) — every key of
+// that block.
+func stageBlock(facts device.Facts) map[string]any {
+	st := map[string]any{"served": "gr00tgw-" + facts.Backend, "stages": facts.Stages, "policy": facts.Policy}
+	if extra, ok := facts.Extra["stage"].(map[string]any); ok {
+		for k, v := range extra {
+			st[k] = v
+		}
+	}
+	return st
 }
 
 // adminReload is POST /admin/reload, for bearers of the admin token. The

@@ -10,7 +10,7 @@ import (
 // (modules/imgproc/src/resize.cpp: hal::resize, resizeAreaFast_Invoker,
 // computeResizeAreaTab, ResizeArea_Invoker, resizeGeneric_ with
 // HResizeLinear and the VResizeLinear<uchar,...> specialisation). See
-// /work/shared/spec/preprocessing.md §3 for the derivation.
+// ../shared/spec/preprocessing.md §3 for the derivation.
 
 // forceScalar disables the SIMD kernels (tests compare both paths).
 var forceScalar = false

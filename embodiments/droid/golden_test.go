@@ -16,7 +16,7 @@ import (
 )
 
 // Goldens: testdata/n17-tiny (copied verbatim from
-// /work/shared/goldens/n17-tiny, see its README.md and the MANIFEST there
+// ../shared/goldens/n17-tiny, see its README.md and the MANIFEST there
 // for how the PyTorch/numpy reference produced them).
 var goldenDir = filepath.Join("..", "..", "testdata", "n17-tiny")
 

@@ -26,6 +26,7 @@ import (
 
 	"github.com/gr00tgw/gr00tgw/config"
 	"github.com/gr00tgw/gr00tgw/core/image"
+	"github.com/gr00tgw/gr00tgw/core/model"
 	"github.com/gr00tgw/gr00tgw/core/processor"
 	"github.com/gr00tgw/gr00tgw/core/text"
 	"github.com/gr00tgw/gr00tgw/device"
@@ -366,6 +367,15 @@ func (e *Embodiment) Close(ctx context.Context) error {
 	return nil
 }
 
+// Description returns the current plugin's full gw_describe document.
+func (e *Embodiment) Description() (plugins.Description, error) {
+	p, err := e.plugin()
+	if err != nil {
+		return plugins.Description{}, err
+	}
+	return p.Describe(), nil
+}
+
 // MaxActionDim is the model action width the plugin expects (132).
 func (e *Embodiment) MaxActionDim() (int, error) {
 	p, err := e.plugin()
@@ -533,6 +543,16 @@ func Open(ctx context.Context, cfg config.Config, paths Paths, log *slog.Logger,
 	if err != nil {
 		return nil, err
 	}
+	desc, err := emb.Description()
+	if err != nil {
+		return nil, err
+	}
+	if err := alignProcessor(&pcfg, &desc); err != nil {
+		return nil, fmt.Errorf("plugin %s vs %s: %w", desc.Name, paths.Weights, err)
+	}
+	if err := checkSlot(paths.Weights, &desc); err != nil {
+		return nil, err
+	}
 	tokPath := paths.Tokenizer
 	if st, err := os.Stat(tokPath); err == nil && st.IsDir() {
 		tokPath = filepath.Join(tokPath, "tokenizer.json")
@@ -561,14 +581,28 @@ func Open(ctx context.Context, cfg config.Config, paths Paths, log *slog.Logger,
 	closers = append(closers, be.Close)
 	log.Info(fmt.Sprintf("Model built in %.1f s", time.Since(t0).Seconds()), "facts", be.Facts())
 
-	adim, err := emb.MaxActionDim()
+	mcfg, err := model.LoadConfig(paths.Weights)
 	if err != nil {
 		return nil, err
+	}
+	adim := desc.MaxActionDim
+	if adim != mcfg.MaxActionDim {
+		return nil, fmt.Errorf("plugin %s: max_action_dim %d, checkpoint %d", desc.Name, adim, mcfg.MaxActionDim)
+	}
+	switch h := info.ActionHorizon; {
+	case h > mcfg.ActionHorizon:
+		return nil, fmt.Errorf("plugin %s: action horizon %d exceeds the model's %d", desc.Name, h, mcfg.ActionHorizon)
+	case h < mcfg.ActionHorizon:
+		be = &chunkBackend{Backend: be, horizon: h, modelHorizon: mcfg.ActionHorizon, dim: mcfg.MaxActionDim}
+	}
+	layout := desc.Layout.Name
+	if layout == "" {
+		layout = desc.Embodiment
 	}
 	deps = &gateway.Deps{
 		Encoder: enc, Embodiment: emb, Backend: be, Reloader: emb,
 		Model: gateway.ModelInfo{
-			Version: "n17", Layout: "droid", ActionDim: adim, DefaultSeed: 42, MaxTextTokens: pcfg.MaxTextTokens,
+			Version: modelVersion, Layout: layout, ActionDim: adim, DefaultSeed: defaultSeed, MaxTextTokens: pcfg.MaxTextTokens,
 		},
 		Close: closers[0],
 	}
@@ -581,6 +615,10 @@ func Open(ctx context.Context, cfg config.Config, paths Paths, log *slog.Logger,
 			log.Warn("no demo observation", "err", err)
 		} else {
 			deps.Demo = demo
+			if note := goldenNote(paths.Demo); note != "" {
+				deps.Model.Extra = map[string]any{"demo_golden": note}
+				log.Info("demo golden: " + note)
+			}
 		}
 	}
 	return deps, nil

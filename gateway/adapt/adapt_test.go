@@ -35,18 +35,24 @@ func repoRoot(t *testing.T) string {
 // with the stock toolchain (GOOS=wasip1, via gwplugin-pack).
 func pluginsDir(t *testing.T, root string) string {
 	t.Helper()
+	return pluginsDirFor(t, root, "droid")
+}
+
+// pluginsDirFor is pluginsDir for the plugin package embodiments/<name>.
+func pluginsDirFor(t *testing.T, root, name string) string {
+	t.Helper()
 	if d := os.Getenv("GR00TGW_TEST_PLUGINS"); d != "" {
 		return d
 	}
-	if _, err := os.Stat(filepath.Join(root, "build", "plugins", "droid", "plugin.yaml")); err == nil {
+	if _, err := os.Stat(filepath.Join(root, "build", "plugins", name, "plugin.yaml")); err == nil {
 		return filepath.Join(root, "build", "plugins")
 	}
 	dir := t.TempDir()
-	cmd := exec.Command("go", "run", "./plugins/cmd/gwplugin-pack", "-o", dir, "./embodiments/droid")
+	cmd := exec.Command("go", "run", "./plugins/cmd/gwplugin-pack", "-o", dir, "./embodiments/"+name)
 	cmd.Dir = root
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Skipf("cannot build the droid plugin (%v): %s", err, out)
+		t.Skipf("cannot build the %s plugin (%v): %s", name, err, out)
 	}
 	return dir
 }
@@ -99,6 +105,8 @@ func TestServeTinyCheckpoint(t *testing.T) {
 	assert.Equal(t, 469, got.SeqLen)
 	assert.Equal(t, 8, got.PromptTokens)
 	assert.Equal(t, 24, got.EmbodimentID)
+	assert.Equal(t, "droid", got.Layout)
+	assert.Nil(t, deps.Model.Extra, "caseA's golden is the PyTorch reference, no regression note")
 	assert.Equal(t, gateway.ImageReport{Frames: 2, ReceivedHW: [2]int{180, 320}, VitGridTHW: [3]int{1, 16, 28}}, got.Images["exterior_image_1_left"])
 	for g, want := range demo.Golden {
 		var a, w []float64

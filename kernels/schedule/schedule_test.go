@@ -121,7 +121,7 @@ func TestCheckCatchesErrors(t *testing.T) {
 }
 
 func TestFromConfig(t *testing.T) {
-	raw, err := os.ReadFile("../../../shared/goldens/n17-tiny/config.json")
+	raw, err := os.ReadFile("../../testdata/n17-tiny/config.json")
 	if err != nil {
 		t.Skip("shared goldens not present")
 	}

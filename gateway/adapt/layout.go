@@ -1,0 +1,168 @@
+package adapt
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/gr00tgw/gr00tgw/core/image"
+	"github.com/gr00tgw/gr00tgw/core/processor"
+	"github.com/gr00tgw/gr00tgw/device"
+	"github.com/gr00tgw/gr00tgw/gateway"
+	"github.com/gr00tgw/gr00tgw/plugins"
+)
+
+// modelVersion is the model generation every backend here implements.
+const modelVersion = "n17"
+
+// defaultSeed seeds the noise of requests that send neither seed nor noise:
+// the reference server's default (it is not tied to an embodiment).
+const defaultSeed = 42
+
+// alignProcessor reconciles the processor configuration read from the
+// checkpoint's processor_config.json with the plugin's gw_describe for the
+// same embodiment, and fills what the file does not carry:
+//
+//   - cameras (keys and order) and their frame offsets must agree;
+//   - the action horizon (len(action delta_indices)) must agree;
+//   - the accepted per-frame grid: when the processor has none (every
+//     embodiment but DROID) it becomes the plugin's layout grid, after
+//     checking that the chain really maps the plugin's declared frame
+//     size onto it; when both have one they must agree;
+//   - L_max: the plugin's layout value when the processor has none.
+//
+// A disagreement is a configuration error: the checkpoint and the plugin
+// describe different robots, and serving would fail on every request.
+func alignProcessor(c *processor.Config, d *plugins.Description) error {
+	tag := d.Embodiment
+	cams := make([]string, len(d.Cameras))
+	for i, cam := range d.Cameras {
+		cams[i] = cam.Key
+		if !slices.Equal(cam.DeltaIndices, c.VideoDeltaIndices) {
+			return fmt.Errorf("%w: embodiment[%s]: camera %s: plugin frame offsets %v, processor_config.json %v",
+				processor.ErrConfig, tag, cam.Key, cam.DeltaIndices, c.VideoDeltaIndices)
+		}
+	}
+	if !slices.Equal(cams, c.Cameras) {
+		return fmt.Errorf("%w: embodiment[%s]: plugin cameras %v, processor_config.json %v", processor.ErrConfig, tag, cams, c.Cameras)
+	}
+	if d.ActionHorizon != 0 && c.ActionHorizon != 0 && d.ActionHorizon != c.ActionHorizon {
+		return fmt.Errorf("%w: embodiment[%s]: plugin action horizon %d, processor_config.json %d",
+			processor.ErrConfig, tag, d.ActionHorizon, c.ActionHorizon)
+	}
+	lg := d.Layout.VitGridTHW
+	if grid := (image.Grid{T: lg[0], H: lg[1], W: lg[2]}); grid != (image.Grid{}) {
+		// Every camera's declared frame size must land on the layout grid.
+		for _, cam := range d.Cameras {
+			if cam.Width <= 0 || cam.Height <= 0 {
+				continue
+			}
+			sz, err := c.Chain.Sizes(cam.Width, cam.Height)
+			if err != nil {
+				return fmt.Errorf("%w: embodiment[%s]: camera %s: chain on a %dx%d frame: %w",
+					processor.ErrConfig, tag, cam.Key, cam.Width, cam.Height, err)
+			}
+			if sz.Grid != grid {
+				return fmt.Errorf("%w: embodiment[%s]: camera %s: a %dx%d frame gives grid %v under the checkpoint's chain, plugin layout %s says %v",
+					processor.ErrConfig, tag, cam.Key, cam.Width, cam.Height, sz.Grid, d.Layout.Name, grid)
+			}
+		}
+		switch {
+		case c.RequireGrid == (image.Grid{}):
+			c.RequireGrid = grid
+		case c.RequireGrid != grid:
+			return fmt.Errorf("%w: embodiment[%s]: processor grid %v, plugin layout %s grid %v",
+				processor.ErrConfig, tag, c.RequireGrid, d.Layout.Name, grid)
+		}
+	}
+	if c.MaxTextTokens == 0 && d.Layout.LMax > 0 {
+		c.MaxTextTokens = d.Layout.LMax
+	}
+	return nil
+}
+
+// chunkBackend serves an embodiment whose action horizon is shorter than
+// the model's. The model always denoises its full chunk (N1.7: [40, 132]
+// from [40, 132] noise) and upstream's decode keeps the first
+// len(action delta_indices) steps, so Predict runs the wrapped backend
+// unchanged and returns the first horizon rows of its chunk.
+//
+// Explicit noise must cover the model's full chunk. The gateway checks
+// client noise against the embodiment's horizon, so for a shorter
+// embodiment such noise arrives with horizon rows only; it cannot
+// determine the model's output (the DiT attends over all steps) and is
+// rejected as a 400 naming "noise" rather than padded. Safe for the same
+// use as the wrapped backend.
+type chunkBackend struct {
+	device.Backend
+	horizon      int // the embodiment's action horizon
+	modelHorizon int // the model's denoised horizon
+	dim          int // the model's action width
+}
+
+// Predict runs the wrapped backend and keeps the first horizon steps.
+func (b *chunkBackend) Predict(ctx context.Context, in *device.Inputs) (*device.Result, error) {
+	if in != nil && in.Noise != nil && len(in.Noise) != b.modelHorizon*b.dim {
+		return nil, gateway.NewFieldError("noise", fmt.Errorf(
+			"noise: %d values cannot determine this embodiment's chunk: its %d steps are the first of the model's %d denoised steps, which need [%d, %d] noise; send seed instead",
+			len(in.Noise), b.horizon, b.modelHorizon, b.modelHorizon, b.dim))
+	}
+	res, err := b.Backend.Predict(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	if res.Horizon > b.horizon && len(res.ActionPred) == res.Horizon*res.ActionDim {
+		res.ActionPred = res.ActionPred[:b.horizon*res.ActionDim]
+		res.Horizon = b.horizon
+	}
+	return res, nil
+}
+
+// checkSlot verifies that the checkpoint's embodiment_id.json (when
+// present and listing the tag) maps the plugin's embodiment to the
+// projector slot the plugin declares: the backend selects the slot by the
+// plugin's number, so a mismatch would run another robot's projectors.
+func checkSlot(weightsDir string, d *plugins.Description) error {
+	raw, err := os.ReadFile(filepath.Join(weightsDir, "embodiment_id.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("embodiment_id.json: %w", err)
+	}
+	var ids map[string]int
+	if err := json.Unmarshal(raw, &ids); err != nil {
+		return fmt.Errorf("embodiment_id.json: %w", err)
+	}
+	id, ok := ids[d.Embodiment]
+	if !ok {
+		return fmt.Errorf("embodiment_id.json in %s: no entry for embodiment %s (plugin %s, slot %d)", weightsDir, d.Embodiment, d.Name, d.ProjectorSlot)
+	}
+	if id != d.ProjectorSlot {
+		return fmt.Errorf("embodiment_id.json in %s: embodiment %s is slot %d, plugin %s declares %d", weightsDir, d.Embodiment, id, d.Name, d.ProjectorSlot)
+	}
+	return nil
+}
+
+// goldenNote returns the "golden" note of dir/actions.json: what the
+// demo's expected actions are when they are not an independent reference
+// (the libero demo's are a regression golden recorded by gr00tgw itself;
+// the warm-up gate then proves reproducibility, not fidelity). /info
+// reports it as demo_golden. "" when absent or unreadable.
+func goldenNote(dir string) string {
+	raw, err := os.ReadFile(filepath.Join(dir, "actions.json"))
+	if err != nil {
+		return ""
+	}
+	var v struct {
+		Golden string `json:"golden"`
+	}
+	if json.Unmarshal(raw, &v) != nil {
+		return ""
+	}
+	return v.Golden
+}

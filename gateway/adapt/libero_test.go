@@ -1,0 +1,320 @@
+package adapt
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gr00tgw/gr00tgw/config"
+	"github.com/gr00tgw/gr00tgw/core/image"
+	"github.com/gr00tgw/gr00tgw/core/processor"
+	"github.com/gr00tgw/gr00tgw/gateway"
+	"github.com/gr00tgw/gr00tgw/plugins"
+	"github.com/gr00tgw/gr00tgw/plugins/abi"
+)
+
+const liberoTag = "libero_sim"
+
+// goldenText is the note the libero demo golden carries.
+const goldenText = "regression golden recorded by gr00tgw itself (CPU backend, fp32) on the n17-tiny random weights; " +
+	"no independent reference exists for libero_sim, so the warm-up gate proves reproducibility, not fidelity"
+
+// liberoGolden is demo/actions.json's layout (that of n17-tiny/caseA).
+type liberoGolden struct {
+	// Golden says what the file is (reported by /info as demo_golden).
+	Golden        string                 `json:"golden"`
+	Actions       map[string][][]float64 `json:"actions"`
+	ActionHorizon int                    `json:"action_horizon"`
+	ActionKeys    []string               `json:"action_keys"`
+	Embodiment    string                 `json:"embodiment"`
+	EmbodimentID  int                    `json:"embodiment_id"`
+}
+
+// TestServeLibero serves the second embodiment end to end — the libero
+// wasm plugin (slot 2, 2 cameras × 1 frame at 256×256, 7 absolute groups,
+// horizon 16) on the CPU backend with the n17-tiny weights — and compares
+// the demo's actions with the regression golden gr00tgw itself recorded
+// (testdata/n17-tiny-libero/demo/README.md). With GR00TGW_UPDATE_GOLDEN=1
+// it boots without the warm-up gate and rewrites that golden instead.
+func TestServeLibero(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the plugin and opens the CPU backend")
+	}
+	update := os.Getenv("GR00TGW_UPDATE_GOLDEN") == "1"
+	root := repoRoot(t)
+	cfg := config.Default()
+	cfg.Threads = 2
+	cfg.WarmupRuns = 1
+	if update {
+		cfg.WarmupRuns = 0
+	}
+	cfg.Embodiment = liberoTag
+	cfg.WeightsDir = filepath.Join(root, "testdata", "n17-tiny-libero")
+	paths := Resolve(cfg, root)
+	paths.Plugins = pluginsDirFor(t, root, "libero")
+	demoDir := filepath.Join(cfg.WeightsDir, "demo")
+	require.Equal(t, demoDir, paths.Demo)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+
+	srv, err := gateway.New(gateway.Options{Config: cfg, Logger: log})
+	require.NoError(t, err)
+	var deps *gateway.Deps
+	require.NoError(t, srv.Start(context.Background(), func(ctx context.Context) (*gateway.Deps, error) {
+		d, err := Open(ctx, cfg, paths, log, nil)
+		deps = d
+		return d, err
+	}))
+	defer srv.Shutdown(context.Background())
+
+	raw, err := os.ReadFile(filepath.Join(demoDir, "request.json"))
+	require.NoError(t, err)
+	post := func(body []byte) (int, []byte) {
+		req, _ := http.NewRequest("POST", "/predict", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := srv.App().Test(req, -1)
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	st, b := post(raw)
+	require.Equal(t, 200, st, string(b))
+	var got gateway.PredictResponse
+	require.NoError(t, json.Unmarshal(b, &got))
+
+	keys := []string{"x", "y", "z", "roll", "pitch", "yaw", "gripper"}
+	assert.Equal(t, keys, got.ActionKeys)
+	assert.Equal(t, 16, got.ActionHorizon)
+	assert.Equal(t, 2, got.EmbodimentID)
+	assert.Equal(t, liberoTag, got.Embodiment)
+	assert.Equal(t, "libero", got.Layout)
+	assert.Equal(t, "seed", got.NoiseSource)
+	for _, k := range keys {
+		assert.Equal(t, 1, got.ActionDims[k], k)
+		require.Len(t, got.Actions[k], 16, k)
+		for _, row := range got.Actions[k] {
+			require.Len(t, row, 1, k)
+			require.False(t, math.IsNaN(row[0]) || math.IsInf(row[0], 0), k)
+		}
+	}
+	for _, cam := range []string{"image", "wrist_image"} {
+		assert.Equal(t, gateway.ImageReport{Frames: 1, ReceivedHW: [2]int{256, 256}, VitGridTHW: [3]int{1, 16, 16}}, got.Images[cam], cam)
+	}
+	// 2 images × 64 merged tokens; far inside the CPU layout's 512.
+	assert.Less(t, got.SeqLen, 200)
+	assert.Equal(t, 132, deps.Model.ActionDim)
+	assert.Equal(t, 51, deps.Model.MaxTextTokens)
+
+	goldenPath := filepath.Join(demoDir, "actions.json")
+	if update {
+		out, err := json.MarshalIndent(liberoGolden{
+			Golden:  goldenText,
+			Actions: got.Actions, ActionHorizon: got.ActionHorizon, ActionKeys: got.ActionKeys,
+			Embodiment: got.Embodiment, EmbodimentID: got.EmbodimentID,
+		}, "", " ")
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(goldenPath, append(out, '\n'), 0o644))
+		t.Logf("wrote %s", goldenPath)
+	}
+	gb, err := os.ReadFile(goldenPath)
+	require.NoError(t, err)
+	var golden liberoGolden
+	require.NoError(t, json.Unmarshal(gb, &golden))
+	assert.Equal(t, keys, golden.ActionKeys)
+	assert.Equal(t, 16, golden.ActionHorizon)
+	assert.Equal(t, goldenText, golden.Golden)
+	if !update { // Open read the note before this run rewrote the file
+		assert.Equal(t, goldenText, deps.Model.Extra["demo_golden"])
+	}
+	assert.Equal(t, 2, golden.EmbodimentID)
+	for _, k := range keys {
+		require.Len(t, golden.Actions[k], 16, k)
+		for i, row := range golden.Actions[k] {
+			assert.InDelta(t, row[0], got.Actions[k][i][0], 1e-5, "%s[%d]", k, i)
+		}
+	}
+
+	// Deterministic: a second call gives the same bits. It also asks for
+	// the normalised chunk, gated by its own golden: many of the tiny
+	// model's actions saturate at the statistics' bounds, the normalised
+	// values do not.
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(raw, &m))
+	m["return_normalized"] = true
+	body, err := json.Marshal(m)
+	require.NoError(t, err)
+	st, b2 := post(body)
+	require.Equal(t, 200, st)
+	var again gateway.PredictResponse
+	require.NoError(t, json.Unmarshal(b2, &again))
+	assert.Equal(t, got.Actions, again.Actions)
+	require.Len(t, again.ActionPredValidHD, 16)
+	require.Len(t, again.ActionPredValidHD[0], 7)
+	validPath := filepath.Join(demoDir, "action_pred_valid.json")
+	type validGolden struct {
+		ActionPredValid [][]float64 `json:"action_pred_valid"`
+	}
+	if update {
+		out, err := json.MarshalIndent(validGolden{again.ActionPredValidHD}, "", " ")
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(validPath, append(out, '\n'), 0o644))
+	}
+	vb, err := os.ReadFile(validPath)
+	require.NoError(t, err)
+	var vg validGolden
+	require.NoError(t, json.Unmarshal(vb, &vg))
+	require.Len(t, vg.ActionPredValid, 16)
+	for i, row := range vg.ActionPredValid {
+		require.Len(t, row, 7)
+		for j := range row {
+			assert.InDelta(t, row[j], again.ActionPredValidHD[i][j], 1e-5, "action_pred_valid[%d][%d]", i, j)
+		}
+	}
+
+	// Libero-specific client errors name their field.
+	droidRaw, err := os.ReadFile(filepath.Join(root, "testdata", "n17-tiny", "caseA", "request.json"))
+	require.NoError(t, err)
+	var droidReq map[string]any
+	require.NoError(t, json.Unmarshal(droidRaw, &droidReq))
+	mutate := func(f func(m map[string]any)) []byte {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(raw, &m))
+		f(m)
+		out, err := json.Marshal(m)
+		require.NoError(t, err)
+		return out
+	}
+	for _, tc := range []struct {
+		name, field string
+		body        []byte
+	}{
+		{"droid state", `"field":"state.`, mutate(func(m map[string]any) {
+			m["state"] = map[string]any{"eef_9d": make([]float64, 9), "gripper_position": []float64{0}, "joint_position": make([]float64, 7)}
+		})},
+		{"gripper width", `"field":"state.gripper"`, mutate(func(m map[string]any) {
+			m["state"].(map[string]any)["gripper"] = []float64{0.03}
+		})},
+		{"droid cameras", `"field":"images.`, mutate(func(m map[string]any) {
+			imgs := m["images"].(map[string]any)
+			m["images"] = map[string]any{"exterior_image_1_left": imgs["image"], "wrist_image_left": imgs["wrist_image"]}
+		})},
+		{"two frames", `"field":"images.image"`, mutate(func(m map[string]any) {
+			im := m["images"].(map[string]any)["image"].([]any)
+			m["images"].(map[string]any)["image"] = []any{im[0], im[0]}
+		})},
+		{"16:9 frame", `"field":"images.wrist_image[0]"`, mutate(func(m map[string]any) {
+			m["images"].(map[string]any)["wrist_image"] = droidReq["images"].(map[string]any)["wrist_image_left"].([]any)[1:]
+		})},
+		{"droid embodiment", `"field":"embodiment"`, mutate(func(m map[string]any) {
+			m["embodiment"] = processor.DROIDTag
+		})},
+		{"horizon-shaped noise", `"field":"noise"`, mutate(func(m map[string]any) {
+			delete(m, "seed")
+			n := make([][]float64, 16)
+			for i := range n {
+				n[i] = make([]float64, 132)
+			}
+			m["noise"] = n
+		})},
+	} {
+		st, b := post(tc.body)
+		t.Logf("%s: %d %s", tc.name, st, b)
+		assert.Equal(t, 400, st, "%s: %s", tc.name, b)
+		assert.Contains(t, string(b), tc.field, tc.name)
+	}
+}
+
+// TestAlignProcessor checks the reconciliation of processor_config.json
+// with a plugin's describe.
+func TestAlignProcessor(t *testing.T) {
+	pc, err := os.ReadFile(filepath.Join(repoRoot(t), "testdata", "n17-tiny-libero", "processor_config.json"))
+	require.NoError(t, err)
+	libero := func() plugins.Description {
+		d := plugins.Description{Name: "libero", Embodiment: liberoTag, ProjectorSlot: 2, ActionHorizon: 16, MaxActionDim: 132,
+			Layout: abi.Layout{Name: "libero", VitGridTHW: [3]int{1, 16, 16}, LMax: 51}}
+		for _, c := range []string{"image", "wrist_image"} {
+			d.Cameras = append(d.Cameras, abi.Camera{Key: c, DeltaIndices: []int{0}, Height: 256, Width: 256})
+		}
+		return d
+	}
+	for _, tc := range []struct {
+		name    string
+		edit    func(*plugins.Description)
+		wantErr string
+	}{
+		{"ok", func(*plugins.Description) {}, ""},
+		{"camera order", func(d *plugins.Description) { d.Cameras[0], d.Cameras[1] = d.Cameras[1], d.Cameras[0] }, "plugin cameras"},
+		{"frames", func(d *plugins.Description) { d.Cameras[1].DeltaIndices = []int{-15, 0} }, "frame offsets"},
+		{"horizon", func(d *plugins.Description) { d.ActionHorizon = 40 }, "action horizon"},
+		{"grid", func(d *plugins.Description) { d.Layout.VitGridTHW = [3]int{1, 16, 28} }, "gives grid"},
+		{"frame size", func(d *plugins.Description) { d.Cameras[0].Width = 320 }, "gives grid"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := processor.ParseConfig(pc, liberoTag)
+			require.NoError(t, err)
+			require.Equal(t, image.Grid{}, c.RequireGrid)
+			d := libero()
+			tc.edit(&d)
+			err = alignProcessor(&c, &d)
+			if tc.wantErr != "" {
+				require.ErrorIs(t, err, processor.ErrConfig)
+				assert.Contains(t, err.Error(), tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, image.Grid{T: 1, H: 16, W: 16}, c.RequireGrid)
+			assert.Equal(t, 51, c.MaxTextTokens)
+			assert.Equal(t, 16, c.ActionHorizon)
+		})
+	}
+	// DROID: the processor's own grid must agree with the plugin's.
+	c, err := processor.ParseConfig(pc, processor.DROIDTag)
+	require.NoError(t, err)
+	d := libero()
+	d.Embodiment = processor.DROIDTag
+	d.ActionHorizon = 40
+	d.Cameras = []abi.Camera{{Key: "exterior_image_1_left", DeltaIndices: []int{-15, 0}, Height: 180, Width: 320}, {Key: "wrist_image_left", DeltaIndices: []int{-15, 0}, Height: 180, Width: 320}}
+	d.Layout.VitGridTHW = [3]int{1, 16, 28}
+	require.NoError(t, alignProcessor(&c, &d))
+	d.Layout.VitGridTHW = [3]int{1, 16, 16}
+	d.Cameras[0].Width, d.Cameras[1].Width = 180, 180
+	assert.ErrorContains(t, alignProcessor(&c, &d), "processor grid")
+}
+
+// TestCheckSlot checks embodiment_id.json against the plugin's slot.
+func TestCheckSlot(t *testing.T) {
+	dir := filepath.Join(repoRoot(t), "testdata", "n17-tiny-libero")
+	require.NoError(t, checkSlot(dir, &plugins.Description{Name: "libero", Embodiment: liberoTag, ProjectorSlot: 2}))
+	assert.ErrorContains(t, checkSlot(dir, &plugins.Description{Name: "libero", Embodiment: liberoTag, ProjectorSlot: 3}), "is slot 2")
+	assert.ErrorContains(t, checkSlot(dir, &plugins.Description{Name: "x", Embodiment: "no_such", ProjectorSlot: 3}), "no entry")
+	require.NoError(t, checkSlot(t.TempDir(), &plugins.Description{Embodiment: "x"}))
+}
+
+// TestOpenLiberoOnDROIDCheckpoint: the libero plugin cannot serve a
+// checkpoint without libero_sim statistics/modality config; Open fails
+// naming the embodiment and leaves nothing open.
+func TestOpenLiberoOnDROIDCheckpoint(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the plugin")
+	}
+	root := repoRoot(t)
+	cfg := config.Default()
+	cfg.Embodiment = liberoTag
+	cfg.WarmupRuns = 0
+	cfg.WeightsDir = filepath.Join(root, "testdata", "n17-tiny")
+	paths := Resolve(cfg, root)
+	paths.Plugins = pluginsDirFor(t, root, "libero")
+	_, err := Open(context.Background(), cfg, paths, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	require.Error(t, err)
+	t.Log(err)
+	assert.Contains(t, err.Error(), liberoTag)
+}
