@@ -15,10 +15,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gr00tgw/gr00tgw/assets"
 	"github.com/gr00tgw/gr00tgw/core/npy"
 	"github.com/gr00tgw/gr00tgw/core/processor"
 	"github.com/gr00tgw/gr00tgw/device"
 	"github.com/gr00tgw/gr00tgw/device/cpu"
+	"github.com/gr00tgw/gr00tgw/gateway"
+	"github.com/gr00tgw/gr00tgw/gateway/adapt"
+	"github.com/gr00tgw/gr00tgw/plugins"
 )
 
 func init() {
@@ -44,10 +48,10 @@ type runRequest struct {
 }
 
 type runFlags struct {
-	weights, request, inputs, out, noise, state, embodiment, policy string
-	seed                                                            int64
-	seedSet, taps                                                   bool
-	threads                                                         int
+	weights, request, inputs, out, noise, state, embodiment, policy, plugins string
+	seed                                                                     int64
+	seedSet, taps                                                            bool
+	threads                                                                  int
 }
 
 func runCmd(ctx context.Context, args []string) error {
@@ -63,6 +67,7 @@ func runCmd(ctx context.Context, args []string) error {
 	fs.StringVar(&f.embodiment, "embodiment", "", "embodiment tag or projector index (default: the request's, else "+defaultEmbodiment+")")
 	fs.StringVar(&f.policy, "policy", "", "dtype policy: "+strings.Join(cpu.Policies(), ", ")+" (default "+cpu.DefaultPolicy+"; mixed_dit runs the DiT as the CPU emulation of the bfp8_b megakernel)")
 	fs.IntVar(&f.threads, "threads", 0, "cores to use (0 = all)")
+	fs.StringVar(&f.plugins, "plugins", "", "embodiment plugin directory for actions.json (default: the checkout's build/plugins; \"-\" skips decoding)")
 	fs.BoolVar(&f.taps, "taps", false, "also write every intermediate tensor as <name>.npy")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -243,6 +248,9 @@ func runOffline(ctx context.Context, f runFlags) error {
 	pv := make([]float32, 0, res.Horizon*valid)
 	for r := 0; r < res.Horizon; r++ {
 		pv = append(pv, res.ActionPred[r*res.ActionDim:r*res.ActionDim+valid]...)
+	}
+	if err := writeActions(ctx, f, tag, req.State, res); err != nil {
+		return err
 	}
 	timing["decode"] = ms(time.Since(tDec))
 	if err := npy.WriteFile(filepath.Join(f.out, "action_pred.npy"), []int{res.Horizon, res.ActionDim}, res.ActionPred); err != nil {
@@ -633,4 +641,62 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// writeActions decodes the normalised chunk into physical actions with the
+// embodiment's plugin (its post stage, exactly as /predict does) and writes
+// actions.json in the /predict response's "actions" shape. It is skipped,
+// with a note, when the request carries no raw state, when --plugins is "-",
+// or when no plugin directory is found (plugins not built: `make plugins`).
+func writeActions(ctx context.Context, f runFlags, tag string, state map[string][]float64, res *device.Result) error {
+	if len(state) == 0 || f.plugins == "-" {
+		return nil
+	}
+	if _, err := strconv.Atoi(tag); err == nil {
+		tag = defaultEmbodiment // a projector index: decode as DROID, as the state path does
+	}
+	dir := f.plugins
+	if dir == "" {
+		d, err := assets.Path(assets.PluginsDir)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "gr00tgw run: no actions.json: %v\n", err)
+			return nil
+		}
+		if _, err := os.Stat(d); err != nil {
+			fmt.Fprintf(os.Stderr, "gr00tgw run: no actions.json: %s missing (run `make plugins`)\n", d)
+			return nil
+		}
+		dir = d
+	}
+	ck, err := plugins.ReadCheckpoint(f.weights)
+	if err != nil {
+		return fmt.Errorf("actions: %w", err)
+	}
+	emb, err := adapt.OpenEmbodiment(ctx, dir, tag, plugins.WithCheckpoint(ck), plugins.WithCacheDir(""))
+	if err != nil {
+		return fmt.Errorf("actions: %w", err)
+	}
+	defer emb.Close(ctx)
+	acts, err := emb.Post(ctx, &gateway.PostInput{ActionPred: res.ActionPred, Horizon: res.Horizon, Dim: res.ActionDim, State: state, StateDtype: "float32"})
+	if err != nil {
+		return fmt.Errorf("actions: %w", err)
+	}
+	info := emb.Describe()
+	out := map[string][][]float32{}
+	for _, g := range info.ActionGroups {
+		v := acts[g.Key]
+		if g.Dim <= 0 || len(v)%g.Dim != 0 {
+			return fmt.Errorf("actions: group[%s] has %d values, not a multiple of %d", g.Key, len(v), g.Dim)
+		}
+		rows := make([][]float32, 0, len(v)/g.Dim)
+		for i := 0; i < len(v); i += g.Dim {
+			rows = append(rows, v[i:i+g.Dim])
+		}
+		out[g.Key] = rows
+	}
+	b, err := json.MarshalIndent(map[string]any{"actions": out, "embodiment": tag}, "", " ")
+	if err != nil {
+		return fmt.Errorf("actions: %w", err)
+	}
+	return os.WriteFile(filepath.Join(f.out, "actions.json"), append(b, '\n'), 0o644)
 }

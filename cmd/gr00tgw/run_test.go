@@ -140,6 +140,37 @@ func TestRunRequestEndToEnd(t *testing.T) {
 		assert.Equal(t, g.Shape, a.Shape, n)
 		assert.Equal(t, g.Data, a.Data, n)
 	}
+	checkActionsJSON(t, out)
+}
+
+// checkActionsJSON compares the decoded actions `gr00tgw run` wrote through
+// the DROID plugin with the golden decoded actions (1e-5, the plugin issue's
+// tolerance). make test builds build/plugins before the tests run; a bare
+// `go test` without it only checks that run still succeeded.
+func checkActionsJSON(t *testing.T, out string) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join("..", "..", "build", "plugins", "droid", "plugin.yaml")); err != nil {
+		t.Log("build/plugins not built (make plugins): actions.json not checked")
+		return
+	}
+	var got, want struct {
+		Actions map[string][][]float64 `json:"actions"`
+	}
+	b, err := os.ReadFile(filepath.Join(out, "actions.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &got))
+	b, err = os.ReadFile(filepath.Join(runCaseA, "actions.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &want))
+	require.Len(t, got.Actions, len(want.Actions))
+	for k, rows := range want.Actions {
+		require.Len(t, got.Actions[k], len(rows), k)
+		for i := range rows {
+			for j := range rows[i] {
+				require.InDelta(t, rows[i][j], got.Actions[k][i][j], 1e-5, "%s[%d][%d]", k, i, j)
+			}
+		}
+	}
 }
 
 func TestRunUsage(t *testing.T) {

@@ -8,10 +8,10 @@ package processor
 import (
 	"errors"
 	"fmt"
+	"github.com/gr00tgw/gr00tgw/assets"
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"sync"
 	"time"
 
@@ -445,48 +445,16 @@ const (
 	DefaultTokenizerRel  = "tokenizer/qwen3/tokenizer.json"
 )
 
-// DefaultAssetsDir returns the repository's testdata directory, which holds
-// the default processor_config.json (n17-tiny/) and tokenizer
-// (tokenizer/qwen3/). It walks up from the working directory, then from the
-// executable's directory, to the first directory whose go.mod declares
-// module github.com/gr00tgw/gr00tgw. (A single function so the lead can
-// swap it for go:embed.)
+// DefaultAssetsDir returns the testdata directory of the embedded default
+// (found by package assets: GR00TGW_HOME, then above the executable, then
+// above the working directory), which holds the default checkpoint
+// (n17-tiny/) and tokenizer (tokenizer/qwen3/).
 func DefaultAssetsDir() (string, error) {
-	var starts []string
-	if wd, err := os.Getwd(); err == nil {
-		starts = append(starts, wd)
+	r, err := assets.Root()
+	if err != nil {
+		return "", fmt.Errorf("processor: default assets: %w", err)
 	}
-	if exe, err := os.Executable(); err == nil {
-		if r, err := filepath.EvalSymlinks(exe); err == nil {
-			exe = r
-		}
-		starts = append(starts, filepath.Dir(exe))
-	}
-	for _, dir := range starts {
-		for d := dir; ; {
-			if b, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil && isOurModule(b) {
-				td := filepath.Join(d, "testdata")
-				if st, err := os.Stat(td); err == nil && st.IsDir() {
-					return td, nil
-				}
-			}
-			parent := filepath.Dir(d)
-			if parent == d {
-				break
-			}
-			d = parent
-		}
-	}
-	return "", fmt.Errorf("processor: default assets: no github.com/gr00tgw/gr00tgw module root above %v", starts)
-}
-
-func isOurModule(gomod []byte) bool {
-	for _, line := range strings.Split(string(gomod), "\n") {
-		if strings.TrimSpace(line) == "module github.com/gr00tgw/gr00tgw" {
-			return true
-		}
-	}
-	return false
+	return filepath.Join(r, "testdata"), nil
 }
 
 // Open builds a Processor for a checkpoint directory: its
