@@ -30,7 +30,9 @@ import (
 // contracts closely enough to exercise every error path: the encoder reads
 // PNG/JPEG headers and applies the DROID frame-size band; the embodiment
 // validates nothing beyond what the gateway already checks and decodes
-// actions as action_pred + a state offset; the backend echoes the noise.
+// its own horizon's first rows of the model's chunk as action_pred + a
+// state offset (as the real plugins do); the backend always returns the
+// model's [testHorizon, testActionDim] chunk and echoes the noise.
 
 const (
 	testHorizon   = 40
@@ -125,7 +127,10 @@ func (e *fakeEmbodiment) Post(ctx context.Context, in *PostInput) (map[string][]
 	if e.postErr != nil {
 		return nil, e.postErr
 	}
-	return fakeDecode(e.info, in.ActionPred, in.Horizon, in.Dim, in.State), nil
+	if in.Horizon < e.info.ActionHorizon || len(in.ActionPred) != in.Horizon*in.Dim {
+		return nil, fmt.Errorf("fake post: action_pred [%d, %d], want at least %d rows", in.Horizon, in.Dim, e.info.ActionHorizon)
+	}
+	return fakeDecode(e.info, in.ActionPred, e.info.ActionHorizon, in.Dim, in.State), nil
 }
 
 // fakeDecode slices action_pred into groups and adds the group's first
@@ -290,7 +295,7 @@ func newFixture(tb testing.TB, start bool, opts ...fixtureOpt) *fixture {
 	o := Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Version: "test"}
 	f.deps = &Deps{
 		Encoder: f.enc, Embodiment: f.emb, Backend: f.backend, Reloader: f.reload,
-		Model: ModelInfo{Version: "n17", Layout: "droid", ActionDim: testActionDim, DefaultSeed: 42, MaxTextTokens: 51},
+		Model: ModelInfo{Version: "n17", Layout: "droid", ActionDim: testActionDim, ActionHorizon: testHorizon, DefaultSeed: 42, MaxTextTokens: 51},
 		Demo:  fakeDemo(tb, 0),
 	}
 	for _, fn := range opts {

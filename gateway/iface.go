@@ -106,7 +106,10 @@ type EmbodimentInfo struct {
 	// StateGroups and ActionGroups are in model order.
 	StateGroups  []Group `json:"state_groups"`
 	ActionGroups []Group `json:"action_groups"`
-	// ActionHorizon is the number of action steps (40).
+	// ActionHorizon is the number of action steps the embodiment decodes
+	// (40 for DROID, 16 for libero_sim): the first ActionHorizon rows of
+	// the model's chunk (ModelInfo.ActionHorizon rows), the response's
+	// action_horizon and the row count of every action group.
 	ActionHorizon int `json:"action_horizon"`
 }
 
@@ -126,7 +129,9 @@ type PreInput struct {
 // PostInput is what plugin.post sees.
 type PostInput struct {
 	RequestID string
-	// ActionPred is the normalised chunk [Horizon, Dim] row-major.
+	// ActionPred is the model's whole normalised chunk [Horizon, Dim]
+	// row-major (Horizon: ModelInfo's denoised horizon, which may exceed
+	// the embodiment's; the plugin decodes the first rows).
 	ActionPred []float32
 	Horizon    int
 	Dim        int
@@ -139,7 +144,8 @@ type PostInput struct {
 // Embodiment is one embodiment plugin. Pre validates the request's state
 // and camera layout and returns the normalised, padded state
 // [max_state_dim]; Post slices, un-normalises and composes the action chunk
-// into physical actions per group, each [Horizon·Dim] row-major float32.
+// into physical actions per group, each [EmbodimentInfo.ActionHorizon·Dim]
+// row-major float32 (the first rows of the model's chunk).
 // Both must be safe for concurrent use. Validation failures implement
 // FieldError (→ 400 naming the field); other errors are 500s.
 type Embodiment interface {
@@ -163,9 +169,14 @@ type ModelInfo struct {
 	// Repo and Revision identify the weights.
 	Repo     string `json:"repo,omitempty"`
 	Revision string `json:"revision,omitempty"`
-	// ActionDim is the model's padded action width (132); noise is
-	// [ActionHorizon, ActionDim].
+	// ActionDim is the model's padded action width (132).
 	ActionDim int `json:"action_dim"`
+	// ActionHorizon is the number of steps the model denoises (config.json
+	// action_horizon, 40), whatever the embodiment decodes: explicit noise
+	// and the backend's action_pred are [ActionHorizon, ActionDim]. 0
+	// means the embodiment's horizon (EmbodimentInfo.ActionHorizon); it
+	// must not be below it.
+	ActionHorizon int `json:"action_horizon,omitempty"`
 	// DefaultSeed seeds the noise when a request sends neither seed nor
 	// noise (42).
 	DefaultSeed uint64 `json:"default_seed"`
@@ -173,6 +184,15 @@ type ModelInfo struct {
 	MaxTextTokens int `json:"l_max,omitempty"`
 	// Extra is merged into GET /info.
 	Extra map[string]any `json:"-"`
+}
+
+// chunkHorizon is the model's denoised horizon, falling back to the
+// embodiment's when the loader left ModelInfo.ActionHorizon zero.
+func (m *ModelInfo) chunkHorizon(info *EmbodimentInfo) int {
+	if m.ActionHorizon > 0 {
+		return m.ActionHorizon
+	}
+	return info.ActionHorizon
 }
 
 // Deps is everything the gateway needs to serve, produced by a LoadFunc.

@@ -221,7 +221,7 @@ func (s *Server) runPredict(ctx context.Context, deps *Deps, r *predictRequest, 
 	dEnd := time.Now()
 	release()
 	if err == nil {
-		err = checkResult(res, info.ActionHorizon, deps.Model.ActionDim)
+		err = checkResult(res, deps.Model.chunkHorizon(&info), deps.Model.ActionDim, info.ActionHorizon)
 	}
 	if err == nil {
 		st := make([]stageTiming, len(res.Stages))
@@ -247,7 +247,8 @@ func (s *Server) runPredict(ctx context.Context, deps *Deps, r *predictRequest, 
 		}
 	}
 
-	// plugin.post: slice, un-normalise, compose.
+	// plugin.post: slice, un-normalise, compose. The plugin sees the
+	// model's whole chunk and returns its own horizon's rows.
 	t0 = time.Now()
 	octx, sp := s.span(ctx, "plugin.post", embAttrs...)
 	acts, err := deps.Embodiment.Post(octx, &PostInput{
@@ -256,7 +257,7 @@ func (s *Server) runPredict(ctx context.Context, deps *Deps, r *predictRequest, 
 	tm.PluginPost = ms(time.Since(t0))
 	s.pluginMetric(ctx, info, "post", time.Since(t0), err)
 	if err == nil {
-		resp.Actions, err = reshapeActions(acts, info.ActionGroups, res.Horizon)
+		resp.Actions, err = reshapeActions(acts, info.ActionGroups, info.ActionHorizon)
 	}
 	endSpan(sp, err)
 	tm.DecodeActions = ms(time.Since(t0))
@@ -265,7 +266,7 @@ func (s *Server) runPredict(ctx context.Context, deps *Deps, r *predictRequest, 
 		return nil, classify(err, "plugin.post")
 	}
 
-	resp.ActionHorizon = res.Horizon
+	resp.ActionHorizon = info.ActionHorizon
 	resp.ActionKeys = make([]string, len(info.ActionGroups))
 	resp.ActionDims = make(map[string]int, len(info.ActionGroups))
 	valid := 0
@@ -287,8 +288,11 @@ func (s *Server) runPredict(ctx context.Context, deps *Deps, r *predictRequest, 
 	resp.PromptTokens = enc.PromptTokens
 	resp.Plugin = PluginReport{Name: info.Plugin, Version: info.PluginVersion}
 	if r.ReturnNormalized {
+		// The model-space chunk as denoised ([model horizon, action_dim],
+		// as the reference server returns it) and the slice the plugin
+		// decodes ([embodiment horizon, Σ action dims]).
 		resp.ActionPredNormalized = rows(res.ActionPred, res.Horizon, res.ActionDim, 0, res.ActionDim)
-		resp.ActionPredValidHD = rows(res.ActionPred, res.Horizon, res.ActionDim, 0, min(valid, res.ActionDim))
+		resp.ActionPredValidHD = rows(res.ActionPred, info.ActionHorizon, res.ActionDim, 0, min(valid, res.ActionDim))
 	}
 	tm.Total = ms(time.Since(start))
 	resp.TimingMS = tm
@@ -305,14 +309,20 @@ func (s *Server) pluginMetric(ctx context.Context, info EmbodimentInfo, stage st
 	s.inst.stage(ctx, "plugin."+stage, d)
 }
 
-// checkResult verifies the backend kept its contract.
-func checkResult(res *device.Result, horizon, dim int) error {
+// checkResult verifies the backend kept its contract: action_pred is the
+// model's whole chunk [horizon, dim] (horizon: the model's denoised
+// horizon), and the embodiment decodes no more than its first embHorizon
+// rows (a reloaded plugin could declare more).
+func checkResult(res *device.Result, horizon, dim, embHorizon int) error {
 	if res == nil {
 		return errors.New("backend returned no result")
 	}
 	if res.Horizon != horizon || res.ActionDim != dim || len(res.ActionPred) != res.Horizon*res.ActionDim {
 		return fmt.Errorf("backend returned action_pred of %d values as [%d, %d], want [%d, %d]",
 			len(res.ActionPred), res.Horizon, res.ActionDim, horizon, dim)
+	}
+	if embHorizon <= 0 || embHorizon > horizon {
+		return fmt.Errorf("embodiment action horizon %d is outside the model's %d denoised steps", embHorizon, horizon)
 	}
 	return nil
 }

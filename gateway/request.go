@@ -446,10 +446,12 @@ func validate(r *predictRequest, info *EmbodimentInfo, model *ModelInfo) (*valid
 		return nil, invalid(fieldSeed, "seed and noise are exclusive: send one")
 	}
 	if r.Noise != nil {
+		// The model denoises its own horizon whatever the embodiment
+		// decodes, so noise covers the model's whole chunk.
 		h, d := r.NoiseShape[len(r.NoiseShape)-2], r.NoiseShape[len(r.NoiseShape)-1]
-		if h != info.ActionHorizon || d != model.ActionDim {
-			return nil, invalid(fieldNoise, "noise: shape %v, want [%d, %d] or [1, %d, %d]", r.NoiseShape,
-				info.ActionHorizon, model.ActionDim, info.ActionHorizon, model.ActionDim)
+		if mh := model.chunkHorizon(info); h != mh || d != model.ActionDim {
+			return nil, invalid(fieldNoise, "noise: shape %v, want [%d, %d] or [1, %d, %d] (the model's denoised chunk)", r.NoiseShape,
+				mh, model.ActionDim, mh, model.ActionDim)
 		}
 	}
 	if r.StateDtype != "float32" && r.StateDtype != "float64" {

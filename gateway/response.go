@@ -57,9 +57,13 @@ type PredictResponse struct {
 	Plugin        PluginReport           `json:"plugin" msgpack:"plugin"`
 	RequestID     string                 `json:"request_id,omitempty" msgpack:"request_id,omitempty"`
 
-	// ActionPredNormalized is [horizon][action_dim], only with return_normalized.
+	// ActionPredNormalized is the model-space chunk as denoised,
+	// [model horizon][action_dim] ([40][132] for N1.7 whatever the
+	// embodiment), only with return_normalized.
 	ActionPredNormalized [][]float64 `json:"action_pred_normalized,omitempty" msgpack:"action_pred_normalized,omitempty"`
-	// ActionPredValidHD is the valid slice [horizon][Σ action dims], only with return_normalized.
+	// ActionPredValidHD is the slice the plugin decodes, [action_horizon][Σ
+	// action dims] (the embodiment's horizon: [40][17] DROID, [16][7]
+	// libero_sim), only with return_normalized.
 	ActionPredValidHD [][]float64 `json:"action_pred_valid_hd,omitempty" msgpack:"action_pred_valid_hd,omitempty"`
 }
 

@@ -178,7 +178,7 @@ func (s *Server) infoMap(deps *Deps) map[string]any {
 			"action_groups": info.ActionGroups,
 			"composition":   fmt.Sprintf("physical actions decoded by plugin %s %s", info.Plugin, info.PluginVersion),
 		},
-		"noise":      map[string]any{"default_seed": deps.Model.DefaultSeed, "shape": []int{info.ActionHorizon, deps.Model.ActionDim}},
+		"noise":      map[string]any{"default_seed": deps.Model.DefaultSeed, "shape": []int{deps.Model.chunkHorizon(&info), deps.Model.ActionDim}},
 		"embodiment": info,
 		"plugins":    []PluginReport{{Name: info.Plugin, Version: info.PluginVersion}},
 		"limits": map[string]any{

@@ -230,6 +230,11 @@ func (s *Server) Start(ctx context.Context, load LoadFunc) error {
 		s.closeDeps(deps)
 		return errors.New("start: model action_dim is not set")
 	}
+	if h, eh := deps.Model.ActionHorizon, deps.Embodiment.Describe().ActionHorizon; h < 0 || (h > 0 && h < eh) {
+		s.state.Store(stateFailed)
+		s.closeDeps(deps)
+		return fmt.Errorf("start: model action_horizon %d is below embodiment action horizon %d", h, eh)
+	}
 	s.deps.Store(deps)
 	if err := s.warmup(ctx, deps); err != nil {
 		s.state.Store(stateFailed)

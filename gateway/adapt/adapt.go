@@ -589,11 +589,12 @@ func Open(ctx context.Context, cfg config.Config, paths Paths, log *slog.Logger,
 	if adim != mcfg.MaxActionDim {
 		return nil, fmt.Errorf("plugin %s: max_action_dim %d, checkpoint %d", desc.Name, adim, mcfg.MaxActionDim)
 	}
-	switch h := info.ActionHorizon; {
-	case h > mcfg.ActionHorizon:
-		return nil, fmt.Errorf("plugin %s: action horizon %d exceeds the model's %d", desc.Name, h, mcfg.ActionHorizon)
-	case h < mcfg.ActionHorizon:
-		be = &chunkBackend{Backend: be, horizon: h, modelHorizon: mcfg.ActionHorizon, dim: mcfg.MaxActionDim}
+	// The model denoises mcfg.ActionHorizon steps whatever the embodiment
+	// decodes; the plugin's post keeps the first info.ActionHorizon rows
+	// (upstream's decode), so a shorter embodiment horizon needs nothing
+	// here beyond telling the gateway both.
+	if h := info.ActionHorizon; h <= 0 || h > mcfg.ActionHorizon {
+		return nil, fmt.Errorf("plugin %s: action horizon %d is outside the model's %d denoised steps", desc.Name, h, mcfg.ActionHorizon)
 	}
 	layout := desc.Layout.Name
 	if layout == "" {
@@ -602,7 +603,8 @@ func Open(ctx context.Context, cfg config.Config, paths Paths, log *slog.Logger,
 	deps = &gateway.Deps{
 		Encoder: enc, Embodiment: emb, Backend: be, Reloader: emb,
 		Model: gateway.ModelInfo{
-			Version: modelVersion, Layout: layout, ActionDim: adim, DefaultSeed: defaultSeed, MaxTextTokens: pcfg.MaxTextTokens,
+			Version: modelVersion, Layout: layout, ActionDim: adim, ActionHorizon: mcfg.ActionHorizon,
+			DefaultSeed: defaultSeed, MaxTextTokens: pcfg.MaxTextTokens,
 		},
 		Close: closers[0],
 	}

@@ -156,6 +156,7 @@ func TestServeTinyCheckpoint(t *testing.T) {
 	assert.Equal(t, "droid", info.Plugin)
 	assert.Equal(t, []int{-15, 0}, info.VideoDeltaIndices)
 	assert.Equal(t, 132, deps.Model.ActionDim)
+	assert.Equal(t, 40, deps.Model.ActionHorizon)
 
 	// Reload swaps the plugin set; requests keep working on the new one.
 	require.NoError(t, srv.Reload(context.Background()))

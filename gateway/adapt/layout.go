@@ -1,7 +1,6 @@
 package adapt
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,8 +10,6 @@ import (
 
 	"github.com/gr00tgw/gr00tgw/core/image"
 	"github.com/gr00tgw/gr00tgw/core/processor"
-	"github.com/gr00tgw/gr00tgw/device"
-	"github.com/gr00tgw/gr00tgw/gateway"
 	"github.com/gr00tgw/gr00tgw/plugins"
 )
 
@@ -83,43 +80,6 @@ func alignProcessor(c *processor.Config, d *plugins.Description) error {
 		c.MaxTextTokens = d.Layout.LMax
 	}
 	return nil
-}
-
-// chunkBackend serves an embodiment whose action horizon is shorter than
-// the model's. The model always denoises its full chunk (N1.7: [40, 132]
-// from [40, 132] noise) and upstream's decode keeps the first
-// len(action delta_indices) steps, so Predict runs the wrapped backend
-// unchanged and returns the first horizon rows of its chunk.
-//
-// Explicit noise must cover the model's full chunk. The gateway checks
-// client noise against the embodiment's horizon, so for a shorter
-// embodiment such noise arrives with horizon rows only; it cannot
-// determine the model's output (the DiT attends over all steps) and is
-// rejected as a 400 naming "noise" rather than padded. Safe for the same
-// use as the wrapped backend.
-type chunkBackend struct {
-	device.Backend
-	horizon      int // the embodiment's action horizon
-	modelHorizon int // the model's denoised horizon
-	dim          int // the model's action width
-}
-
-// Predict runs the wrapped backend and keeps the first horizon steps.
-func (b *chunkBackend) Predict(ctx context.Context, in *device.Inputs) (*device.Result, error) {
-	if in != nil && in.Noise != nil && len(in.Noise) != b.modelHorizon*b.dim {
-		return nil, gateway.NewFieldError("noise", fmt.Errorf(
-			"noise: %d values cannot determine this embodiment's chunk: its %d steps are the first of the model's %d denoised steps, which need [%d, %d] noise; send seed instead",
-			len(in.Noise), b.horizon, b.modelHorizon, b.modelHorizon, b.dim))
-	}
-	res, err := b.Backend.Predict(ctx, in)
-	if err != nil {
-		return nil, err
-	}
-	if res.Horizon > b.horizon && len(res.ActionPred) == res.Horizon*res.ActionDim {
-		res.ActionPred = res.ActionPred[:b.horizon*res.ActionDim]
-		res.Horizon = b.horizon
-	}
-	return res, nil
 }
 
 // checkSlot verifies that the checkpoint's embodiment_id.json (when

@@ -112,6 +112,7 @@ func TestServeLibero(t *testing.T) {
 	// 2 images × 64 merged tokens; far inside the CPU layout's 512.
 	assert.Less(t, got.SeqLen, 200)
 	assert.Equal(t, 132, deps.Model.ActionDim)
+	assert.Equal(t, 40, deps.Model.ActionHorizon, "the model denoises config.json's horizon")
 	assert.Equal(t, 51, deps.Model.MaxTextTokens)
 
 	goldenPath := filepath.Join(demoDir, "actions.json")
@@ -179,6 +180,65 @@ func TestServeLibero(t *testing.T) {
 			assert.InDelta(t, row[j], again.ActionPredValidHD[i][j], 1e-5, "action_pred_valid[%d][%d]", i, j)
 		}
 	}
+
+	// The model-space chunk is the model's 40 steps; the valid slice is
+	// its first 16 rows × 7 columns.
+	require.Len(t, again.ActionPredNormalized, 40)
+	for i := range 16 {
+		require.Len(t, again.ActionPredNormalized[i], 132)
+		assert.Equal(t, again.ActionPredNormalized[i][:7], again.ActionPredValidHD[i], "row %d", i)
+	}
+
+	// /info reports the model's noise shape, the embodiment's horizon.
+	ireq, _ := http.NewRequest("GET", "/info", nil)
+	iresp, err := srv.App().Test(ireq, -1)
+	require.NoError(t, err)
+	ib, _ := io.ReadAll(iresp.Body)
+	var info struct {
+		Noise struct {
+			Shape []int `json:"shape"`
+		} `json:"noise"`
+		Task struct {
+			ActionHorizon int `json:"action_horizon"`
+		} `json:"task"`
+	}
+	require.NoError(t, json.Unmarshal(ib, &info))
+	assert.Equal(t, []int{40, 132}, info.Noise.Shape)
+	assert.Equal(t, 16, info.Task.ActionHorizon)
+
+	// Explicit noise covers the model's chunk [40, 132] (or [1, 40, 132]):
+	// 200, 16-step actions, bit-identical on repeat.
+	noise := make([][]float64, 40)
+	for i := range noise {
+		noise[i] = make([]float64, 132)
+		for j := range noise[i] {
+			noise[i][j] = math.Sin(float64(i*132+j) * 0.61)
+		}
+	}
+	var noisy []gateway.PredictResponse
+	for _, n := range []any{noise, [][][]float64{noise}} {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(raw, &m))
+		delete(m, "seed")
+		m["noise"] = n
+		m["return_normalized"] = true
+		body, err := json.Marshal(m)
+		require.NoError(t, err)
+		st, b := post(body)
+		require.Equal(t, 200, st, string(b))
+		var pr gateway.PredictResponse
+		require.NoError(t, json.Unmarshal(b, &pr))
+		assert.Equal(t, "client", pr.NoiseSource)
+		assert.Equal(t, 16, pr.ActionHorizon)
+		for _, k := range keys {
+			require.Len(t, pr.Actions[k], 16, k)
+		}
+		require.Len(t, pr.ActionPredNormalized, 40)
+		noisy = append(noisy, pr)
+	}
+	assert.Equal(t, noisy[0].Actions, noisy[1].Actions, "same noise, same actions")
+	assert.Equal(t, noisy[0].ActionPredNormalized, noisy[1].ActionPredNormalized)
+	assert.NotEqual(t, again.ActionPredNormalized, noisy[0].ActionPredNormalized, "the noise reaches the model")
 
 	// Libero-specific client errors name their field.
 	droidRaw, err := os.ReadFile(filepath.Join(root, "testdata", "n17-tiny", "caseA", "request.json"))
