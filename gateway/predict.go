@@ -178,6 +178,11 @@ func (s *Server) runPredict(ctx context.Context, deps *Deps, r *predictRequest, 
 	tm.Encode = ms(time.Since(t0))
 	s.inst.stage(ctx, "encode", time.Since(t0))
 	if err != nil {
+		// The encoder names "instruction"; the client may have used an alias.
+		var fe FieldError
+		if r.InstructionField != "" && r.InstructionField != "instruction" && errors.As(err, &fe) && fe.Field() == "instruction" {
+			err = NewFieldError(r.InstructionField, err)
+		}
 		return nil, classify(err, "encode")
 	}
 	if enc.Release != nil {

@@ -380,7 +380,10 @@ func (s *Server) edge(c *fiber.Ctx) error {
 	span.SetName(c.Method() + " " + route)
 	span.SetAttributes(attribute.String("http.route", route), attribute.Int("http.response.status_code", status))
 	code, _ := c.Locals("errcode").(string)
-	if status >= 500 {
+	// Documented back-pressure (503 with Retry-After: queue full, starting,
+	// draining) is not a server fault: Warn, not Error, and no error span.
+	backpressure := status == http.StatusServiceUnavailable && len(c.Response().Header.Peek(fiber.HeaderRetryAfter)) > 0
+	if status >= 500 && !backpressure {
 		span.SetStatus(codes.Error, code)
 	}
 	span.End()
@@ -396,7 +399,12 @@ func (s *Server) edge(c *fiber.Ctx) error {
 	if route != "/predict" && route != "/admin/reload" && status < 400 {
 		level = slog.LevelDebug
 	}
-	if status >= 500 {
+	switch {
+	case backpressure && route == "/v2/health/ready":
+		level = slog.LevelDebug
+	case backpressure:
+		level = slog.LevelWarn
+	case status >= 500:
 		level = slog.LevelError
 	}
 	if s.log.Enabled(ctx, level) {
