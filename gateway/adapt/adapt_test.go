@@ -8,9 +8,9 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -20,6 +20,7 @@ import (
 	_ "github.com/gr00tgw/gr00tgw/device/cpu"
 	"github.com/gr00tgw/gr00tgw/gateway"
 	"github.com/gr00tgw/gr00tgw/plugins"
+	"github.com/gr00tgw/gr00tgw/plugins/plugintest"
 )
 
 // repoRoot is the module root (two levels up).
@@ -30,31 +31,50 @@ func repoRoot(t *testing.T) string {
 	return r
 }
 
-// pluginsDir returns a directory holding the packed DROID plugin: the
-// Makefile's build/plugins when present, else one built into a temp dir
-// with the stock toolchain (GOOS=wasip1, via gwplugin-pack).
+// pluginsDir returns a directory holding the packed DROID plugin.
 func pluginsDir(t *testing.T, root string) string {
 	t.Helper()
 	return pluginsDirFor(t, root, "droid")
 }
 
-// pluginsDirFor is pluginsDir for the plugin package embodiments/<name>.
+var (
+	packMu   sync.Mutex
+	packRoot string
+	packed   = map[string]bool{}
+)
+
+// pluginsDirFor packs the plugin package embodiments/<name> from source
+// (plugintest.Pack: built once per process with the stock toolchain, the
+// manifest deadline scaled by plugintest.TimeoutScale, because these tests
+// check behaviour on a shared machine and under -race, not production
+// latency) into one per-process directory, and returns that directory.
+// GR00TGW_TEST_PLUGINS points at a prepared directory instead.
 func pluginsDirFor(t *testing.T, root, name string) string {
 	t.Helper()
 	if d := os.Getenv("GR00TGW_TEST_PLUGINS"); d != "" {
 		return d
 	}
-	if _, err := os.Stat(filepath.Join(root, "build", "plugins", name, "plugin.yaml")); err == nil {
-		return filepath.Join(root, "build", "plugins")
+	packMu.Lock()
+	defer packMu.Unlock()
+	if packRoot == "" {
+		d, err := os.MkdirTemp("", "gr00tgw-adapt-plugins-")
+		require.NoError(t, err)
+		packRoot = d
 	}
-	dir := t.TempDir()
-	cmd := exec.Command("go", "run", "./plugins/cmd/gwplugin-pack", "-o", dir, "./embodiments/"+name)
-	cmd.Dir = root
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Skipf("cannot build the %s plugin (%v): %s", name, err, out)
+	if !packed[name] {
+		_, err := plugintest.Pack(context.Background(), plugintest.Guest{Dir: filepath.Join(root, "embodiments", name)}, packRoot)
+		require.NoError(t, err, "pack embodiments/%s", name)
+		packed[name] = true
 	}
-	return dir
+	return packRoot
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if packRoot != "" {
+		os.RemoveAll(packRoot)
+	}
+	os.Exit(code)
 }
 
 // TestServeTinyCheckpoint runs the real pipeline — core/processor,
