@@ -277,3 +277,31 @@ func TestResizersNoAllocs(t *testing.T) {
 		}
 	}
 }
+
+// TestPatchifyFastMatchesGeneric compares patchify16x2 (the Qwen-shape
+// inner loop) with the generic loop on random frames and a non-default LUT.
+func TestPatchifyFastMatchesGeneric(t *testing.T) {
+	defer func() { forceScalar = false }()
+	cfg := DefaultDROIDChain()
+	cfg.Mean = [3]float32{0.48145466, 0.4578275, 0.40821073}
+	cfg.Std = [3]float32{0.26862954, 0.26130258, 0.27577711}
+	lut := NewNormLUT(&cfg)
+	for i, sz := range [][2]int{{32, 32}, {448, 256}, {64, 96}} {
+		img := &RGB{W: sz[0], H: sz[1], Pix: pattern(uint32(i+7), sz[0], sz[1], 3, "noise")}
+		n := cfg.PatchifyRows(img.W, img.H) * cfg.RowWidth()
+		fast, slow := make([]float32, n), make([]float32, n)
+		forceScalar = false
+		_, err := cfg.Patchify(fast, img, lut)
+		require.NoError(t, err)
+		forceScalar = true
+		_, err = cfg.Patchify(slow, img, lut)
+		require.NoError(t, err)
+		require.Equal(t, slow, fast, "%dx%d", img.W, img.H)
+		// A dst that is not 16-byte aligned takes the Go loop (patchify16x2).
+		unaligned := make([]float32, n+1)[1:]
+		forceScalar = false
+		_, err = cfg.Patchify(unaligned, img, lut)
+		require.NoError(t, err)
+		require.Equal(t, slow, unaligned, "%dx%d unaligned", img.W, img.H)
+	}
+}

@@ -241,3 +241,30 @@ func TestBicubicSIMDMatchesScalar(t *testing.T) {
 		require.Equal(t, b, a, "%dx%d -> %dx%d", sw, sh, dw, dh)
 	}
 }
+
+// TestBicubicSIMD3PairsMatchesScalar covers the SSSE3 kernel for exactly 3
+// tap pairs (the 455→448 smart_resize step) on sizes that select it, with
+// noise and smooth content, against the scalar reference.
+func TestBicubicSIMD3PairsMatchesScalar(t *testing.T) {
+	defer func() { forceScalar = false }()
+	var r BicubicResizer
+	hit := 0
+	for i, sz := range [][2]int{{455, 448}, {460, 448}, {300, 290}, {129, 126}, {64, 61}, {40, 37}, {455, 400}, {512, 455}} {
+		sw, dw, sh := sz[0], sz[1], 7+i
+		for _, kind := range []string{"noise", "soft"} {
+			src := pattern(uint32(sw*31+i), sw, sh, 3, kind)
+			a := make([]uint8, dw*sh*3)
+			b := make([]uint8, dw*sh*3)
+			forceScalar = false
+			require.NoError(t, r.ResizeBicubic(BicubicTorch, a, dw, sh, src, sw, sh, 3))
+			if r.h.npairs == 3 {
+				hit++
+			}
+			forceScalar = true
+			require.NoError(t, r.ResizeBicubic(BicubicTorch, b, dw, sh, src, sw, sh, 3))
+			require.Equal(t, b, a, "%s %dx%d -> %dx%d", kind, sw, sh, dw, sh)
+		}
+	}
+	require.NotZero(t, hit, "no size selected the 3-pair kernel")
+	t.Logf("3-pair cases: %d", hit)
+}

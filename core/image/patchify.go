@@ -55,6 +55,13 @@ func (c *ChainConfig) Patchify(dst []float32, img *RGB, lut *NormLUT) (Grid, err
 					out := dst[row*rw : (row+1)*rw]
 					y0 := (bh*m + mh) * p
 					x0 := (bw*m + mw) * p
+					if p == 16 && tp == 2 && !forceScalar {
+						if pix := img.Pix[y0*stride+x0*3:]; !patchifyFast(out, pix, stride, lut) {
+							patchify16x2(out, pix, stride, lut)
+						}
+						row++
+						continue
+					}
 					o := 0
 					for ch := 0; ch < 3; ch++ {
 						l := &lut[ch]
@@ -80,4 +87,28 @@ func (c *ChainConfig) Patchify(dst []float32, img *RGB, lut *NormLUT) (Grid, err
 		}
 	}
 	return Grid{T: 1, H: gh, W: gw}, nil
+}
+
+// patchify16x2 is Patchify's inner loop for the Qwen shape (16×16 patches,
+// temporal_patch_size 2): it writes both temporal copies of each 16-value
+// segment in one pass through fixed-size array views (no bounds checks, no
+// read-back copy). pix starts at the patch's top-left pixel. Same values as
+// the generic loop (TestPatchifyFastMatchesGeneric).
+func patchify16x2(out []float32, pix []uint8, stride int, lut *NormLUT) {
+	_ = out[3*2*256-1]
+	_ = pix[15*stride+47]
+	for ch := 0; ch < 3; ch++ {
+		l := &lut[ch]
+		base := ch * 512
+		for py := 0; py < 16; py++ {
+			s := (*[48]uint8)(pix[py*stride : py*stride+48])
+			a := (*[16]float32)(out[base+py*16 : base+py*16+16])
+			b := (*[16]float32)(out[base+256+py*16 : base+256+py*16+16])
+			for px := 0; px < 16; px++ {
+				v := l[s[3*px+ch]]
+				a[px] = v
+				b[px] = v
+			}
+		}
+	}
 }

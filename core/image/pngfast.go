@@ -28,6 +28,7 @@ type pngFast struct {
 	zero   []uint8       // the all-zero "previous row" of the first scanline
 	row    []uint8       // scanline scratch for colour type 6
 	prev   []uint8
+	filt   []uint8 // filter type byte of each scanline (colour type 2)
 	fbyte  [1]byte
 }
 
@@ -146,17 +147,48 @@ func (d *pngFast) decode(dst *RGB, data []byte) (handled bool) {
 		cur, prev = d.row[:rowBytes], d.prev[:rowBytes]
 		clear(prev)
 	}
-	for y := 0; y < h; y++ {
-		if _, err := io.ReadFull(d.zr, d.fbyte[:]); err != nil {
-			return false
+	if ctype == 2 {
+		// Inflate every scanline into place first (filter bytes aside), then
+		// unfilter, so that runs of four (AVX2) or two (SSE2) Paeth rows can
+		// be unfiltered together by the wavefront kernels.
+		if cap(d.filt) < h {
+			d.filt = make([]uint8, h)
 		}
-		if ctype == 2 {
+		filt := d.filt[:h]
+		for y := 0; y < h; y++ {
+			if _, err := io.ReadFull(d.zr, filt[y:y+1]); err != nil {
+				return false
+			}
+			if _, err := io.ReadFull(d.zr, dst.Pix[y*rowBytes:(y+1)*rowBytes]); err != nil {
+				return false
+			}
+		}
+		for y := 0; y < h; y++ {
 			cur = dst.Pix[y*rowBytes : (y+1)*rowBytes]
 			if y == 0 {
 				prev = d.zero
 			} else {
 				prev = dst.Pix[(y-1)*rowBytes : y*rowBytes]
 			}
+			if y+3 < h && filt[y] == 4 && filt[y+1] == 4 && filt[y+2] == 4 && filt[y+3] == 4 &&
+				paeth4Fast(cur, dst.Pix[(y+1)*rowBytes:(y+2)*rowBytes], dst.Pix[(y+2)*rowBytes:(y+3)*rowBytes],
+					dst.Pix[(y+3)*rowBytes:(y+4)*rowBytes], prev, bpp) {
+				y += 3
+				continue
+			}
+			if filt[y] == 4 && y+1 < h && filt[y+1] == 4 &&
+				paeth2Fast(cur, dst.Pix[(y+1)*rowBytes:(y+2)*rowBytes], prev, bpp) {
+				y++
+				continue
+			}
+			if !unfilter(filt[y], cur, prev, bpp) {
+				return false
+			}
+		}
+	}
+	for y := 0; y < h && ctype == 6; y++ {
+		if _, err := io.ReadFull(d.zr, d.fbyte[:]); err != nil {
+			return false
 		}
 		if _, err := io.ReadFull(d.zr, cur); err != nil {
 			return false
@@ -164,13 +196,11 @@ func (d *pngFast) decode(dst *RGB, data []byte) (handled bool) {
 		if !unfilter(d.fbyte[0], cur, prev, bpp) {
 			return false
 		}
-		if ctype == 6 {
-			o := dst.Pix[y*w*3 : (y+1)*w*3]
-			for x := 0; x < w; x++ {
-				o[3*x], o[3*x+1], o[3*x+2] = cur[4*x], cur[4*x+1], cur[4*x+2]
-			}
-			cur, prev = prev, cur
+		o := dst.Pix[y*w*3 : (y+1)*w*3]
+		for x := 0; x < w; x++ {
+			o[3*x], o[3*x+1], o[3*x+2] = cur[4*x], cur[4*x+1], cur[4*x+2]
 		}
+		cur, prev = prev, cur
 	}
 	// The stream must end here (this also verifies the Adler-32 checksum).
 	if n, err := d.zr.Read(d.fbyte[:]); n != 0 || err != io.EOF {
@@ -200,7 +230,9 @@ func unfilter(f byte, cur, prev []uint8, bpp int) bool {
 			cur[i] += uint8((int(cur[i-bpp]) + int(prev[i])) / 2)
 		}
 	case 4: // Paeth
-		paeth(cur, prev, bpp)
+		if !paethFast(cur, prev, bpp) {
+			paeth(cur, prev, bpp)
+		}
 	default:
 		return false
 	}
@@ -234,5 +266,41 @@ func paeth(cur, prev []uint8, bpp int) {
 			cur[j] = uint8(a)
 			c = b
 		}
+	}
+}
+
+// paethPredict is the PNG Paeth predictor of one sample (a left, b up,
+// c upper-left; ties favour a, then b).
+func paethPredict(a, b, c uint8) uint8 {
+	p := int(a) + int(b) - int(c)
+	pa, pb, pc := p-int(a), p-int(b), p-int(c)
+	if pa < 0 {
+		pa = -pa
+	}
+	if pb < 0 {
+		pb = -pb
+	}
+	if pc < 0 {
+		pc = -pc
+	}
+	if pa <= pb && pa <= pc {
+		return a
+	}
+	if pb <= pc {
+		return b
+	}
+	return c
+}
+
+// paethPixels reverses the Paeth filter of pixels [from, to) of a 3-byte
+// scanline whose pixels before from are already unfiltered (up = the
+// unfiltered row above).
+func paethPixels(cur, up []uint8, from, to int) {
+	for j := 3 * from; j < 3*to; j++ {
+		var a, c uint8
+		if j >= 3 {
+			a, c = cur[j-3], up[j-3]
+		}
+		cur[j] += paethPredict(a, up[j], c)
 	}
 }

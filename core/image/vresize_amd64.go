@@ -2,6 +2,8 @@
 
 package image
 
+import "golang.org/x/sys/cpu"
+
 // vresizeLinearSSE2 is implemented in vresize_amd64.s (SSE2 is part of the
 // amd64 baseline). n must be a multiple of 8; h0 and h1 must hold n values
 // and dst n bytes.
@@ -36,6 +38,16 @@ func hresizeRGBFast(d []uint8, buf []uint8, t *bicubicTab) int {
 	}
 	n := len(d) / 3
 	m := n
+	if t.npairs == 3 && hasSSSE3 {
+		for m > 0 && int(t.xmin[m-1])*3+20 > len(buf) {
+			m--
+		}
+		if m == 0 {
+			return 0
+		}
+		hresizeRGB3SSSE3(&d[0], &buf[0], &t.xoff3[0], &t.simdW[0], m, uint64(t.prec), int32(1)<<(t.prec-1))
+		return m
+	}
 	for m > 0 && int(t.xmin[m-1])*3+6*t.npairs+1 > len(buf) {
 		m--
 	}
@@ -66,6 +78,22 @@ func hlinearRGBFast(h []int32, buf []uint8, xofs []int32, w []int16, xmax int) i
 	if m == 0 || len(h) < 3*m+1 || len(w) < 8*m {
 		return 0
 	}
+	if hasSSSE3 {
+		hlinearRGBSSSE3(&h[0], &buf[0], &xofs[0], &w[0], m)
+		return m
+	}
 	hlinearRGBSSE2(&h[0], &buf[0], &xofs[0], &w[0], m)
 	return m
 }
+
+// hresizeRGB3SSSE3 is implemented in vresize_amd64.s (3 tap pairs only).
+//
+//go:noescape
+func hresizeRGB3SSSE3(dst *byte, src *byte, xoff *int32, w *int16, n int, prec uint64, init int32)
+
+var hasSSSE3 = cpu.X86.HasSSSE3
+
+// hlinearRGBSSSE3 is implemented in vresize_amd64.s.
+//
+//go:noescape
+func hlinearRGBSSSE3(dst *int32, src *byte, xoff *int32, w *int16, n int)

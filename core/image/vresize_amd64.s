@@ -80,10 +80,8 @@ outer:
 	MOVQ npairs+40(FP), DX
 
 pair:
-	MOVL (R11), AX
-	MOVL 3(R11), BX
-	MOVQ AX, X0
-	MOVQ BX, X1
+	MOVL (R11), X0
+	MOVL 3(R11), X1
 	PUNPCKLBW X1, X0
 	PUNPCKLBW X15, X0
 	MOVOU (R9), X2
@@ -128,10 +126,8 @@ hl:
 	TESTQ CX, CX
 	JZ hlend
 	MOVLQSX (R8), R10
-	MOVL (SI)(R10*1), AX
-	MOVL 3(SI)(R10*1), BX
-	MOVQ AX, X0
-	MOVQ BX, X1
+	MOVL (SI)(R10*1), X0
+	MOVL 3(SI)(R10*1), X1
 	PUNPCKLBW X1, X0
 	PUNPCKLBW X15, X0
 	MOVOU (R9), X2
@@ -144,4 +140,101 @@ hl:
 	JMP hl
 
 hlend:
+	RET
+
+// func hresizeRGB3SSSE3(dst *byte, src *byte, xoff *int32, w *int16, n int, prec uint64, init int32)
+// hresizeRGBSSE2 for exactly 3 tap pairs (5–6 taps, the 455→448
+// smart_resize step): the 18 source bytes of an output come from a 16-byte
+// load at xoff and an 8-byte load at xoff+12, and each tap pair is formed by
+// one pshufb into words {r0,r1,g0,g1,b0,b1,0,0} instead of two 4-byte loads
+// and two unpacks. Same integer sums (addition order does not matter). The
+// caller guarantees xoff[i]+20 ≤ len(src).
+TEXT ·hresizeRGB3SSSE3(SB), NOSPLIT, $0-52
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ xoff+16(FP), R8
+	MOVQ w+24(FP), R9
+	MOVQ n+32(FP), CX
+	MOVQ prec+40(FP), AX
+	MOVQ AX, X14
+	MOVL init+48(FP), AX
+	MOVQ AX, X13
+	PSHUFD $0, X13, X13
+	MOVQ $0x8004800180038000, AX
+	MOVQ AX, X10
+	MOVQ $0x8080808080058002, AX
+	MOVQ AX, X9
+	PUNPCKLQDQ X9, X10 // pair at bytes 0..5
+	MOVQ $0x800A800780098006, AX
+	MOVQ AX, X11
+	MOVQ $0x80808080800B8008, AX
+	MOVQ AX, X9
+	PUNPCKLQDQ X9, X11 // pair at bytes 6..11
+
+h3:
+	TESTQ CX, CX
+	JZ h3end
+	MOVLQSX (R8), R10
+	MOVOU (SI)(R10*1), X0
+	MOVQ 12(SI)(R10*1), X1
+	MOVOU (R9), X4
+	MOVOU 16(R9), X5
+	MOVOU 32(R9), X6
+	MOVO X0, X2
+	PSHUFB X10, X2
+	PMADDWL X4, X2
+	PSHUFB X11, X0
+	PMADDWL X5, X0
+	PSHUFB X10, X1
+	PMADDWL X6, X1
+	PADDL X2, X0
+	PADDL X13, X1
+	PADDL X1, X0
+	PSRAL X14, X0
+	PACKSSLW X0, X0
+	PACKUSWB X0, X0
+	MOVQ X0, AX
+	MOVW AX, (DI)
+	SHRL $16, AX
+	MOVB AX, 2(DI)
+	ADDQ $3, DI
+	ADDQ $4, R8
+	ADDQ $48, R9
+	DECQ CX
+	JMP h3
+
+h3end:
+	RET
+
+// func hlinearRGBSSSE3(dst *int32, src *byte, xoff *int32, w *int16, n int)
+// hlinearRGBSSE2 with the two source pixels taken by one 8-byte load and
+// one pshufb into words {r0,r1,g0,g1,b0,b1,0,0} (same reads, same sums).
+TEXT ·hlinearRGBSSSE3(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ xoff+16(FP), R8
+	MOVQ w+24(FP), R9
+	MOVQ n+32(FP), CX
+	MOVQ $0x8004800180038000, AX
+	MOVQ AX, X10
+	MOVQ $0x8080808080058002, AX
+	MOVQ AX, X9
+	PUNPCKLQDQ X9, X10
+
+hl3:
+	TESTQ CX, CX
+	JZ hl3end
+	MOVLQSX (R8), R10
+	MOVQ (SI)(R10*1), X0
+	PSHUFB X10, X0
+	MOVOU (R9), X2
+	PMADDWL X2, X0
+	MOVOU X0, (DI)
+	ADDQ $12, DI
+	ADDQ $4, R8
+	ADDQ $16, R9
+	DECQ CX
+	JMP hl3
+
+hl3end:
 	RET

@@ -106,6 +106,7 @@ type Processor struct {
 	rope     rope.Config
 	lut      *image.NormLUT
 	ws       wsPool
+	dec      decPool
 	parallel int
 	limits   image.Limits
 }
@@ -136,6 +137,7 @@ func New(cfg Config, tok *text.Tokenizer) (*Processor, error) {
 	}
 	p.lut = image.NewNormLUT(&p.cfg.Chain)
 	p.ws = wsPool{cfg: p.cfg.Chain, max: 2 * p.parallel}
+	p.dec = decPool{max: 4 * len(cfg.Cameras) * cfg.FramesPerCamera()}
 	return p, nil
 }
 
@@ -157,6 +159,7 @@ type frameJob struct {
 	camera string
 	t      int // index into VideoDeltaIndices
 	b64    string
+	dec    *decBuf // pooled decode memory behind src (base64 input only)
 	src    *image.RGB
 	rows   int
 	off    int
@@ -183,9 +186,18 @@ func (p *Processor) Process(obs *Observation, opt Options) (*Inputs, error) {
 
 	// Decode (when needed), in parallel.
 	if obs.Frames == nil {
+		defer func() {
+			for k := range jobs {
+				if jobs[k].dec != nil {
+					p.dec.put(jobs[k].dec)
+				}
+			}
+		}()
 		if err := p.each(jobs, func(j *frameJob) error {
-			j.src = new(image.RGB)
-			if _, err := image.DecodeBase64(j.src, j.b64, p.limits, nil); err != nil {
+			j.dec = p.dec.get()
+			j.src = &j.dec.rgb
+			var err error
+			if j.dec.scratch, err = image.DecodeBase64(j.src, j.b64, p.limits, j.dec.scratch); err != nil {
 				return &image.FrameError{Camera: j.camera, Index: j.t, Err: err}
 			}
 			return nil
@@ -433,6 +445,42 @@ func (w *wsPool) put(ws *image.Workspace) {
 		w.free = append(w.free, ws)
 	}
 	w.mu.Unlock()
+}
+
+// decBuf is the memory one base64 frame is decoded into: the RGB frame and
+// the base64 scratch. Decoded frames never outlive Process (kept frames are
+// clones), so they are pooled: a request then allocates and page-faults no
+// frame memory in steady state.
+type decBuf struct {
+	rgb     image.RGB
+	scratch []byte
+}
+
+// decPool keeps up to max idle decBufs (a mutex-guarded free list, like
+// wsPool, so the buffers survive GC cycles).
+type decPool struct {
+	max  int
+	mu   sync.Mutex
+	free []*decBuf
+}
+
+func (d *decPool) get() *decBuf {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if n := len(d.free); n > 0 {
+		b := d.free[n-1]
+		d.free = d.free[:n-1]
+		return b
+	}
+	return new(decBuf)
+}
+
+func (d *decPool) put(b *decBuf) {
+	d.mu.Lock()
+	if len(d.free) < d.max {
+		d.free = append(d.free, b)
+	}
+	d.mu.Unlock()
 }
 
 func cloneRGB(f *image.RGB) *image.RGB {

@@ -263,6 +263,7 @@ func benchProcess(b *testing.B, p *Processor, obs *Observation) {
 	var sum Timings
 	n := 0
 	b.ReportAllocs()
+	defer reportCPU(b, cpuTime())
 	for b.Loop() {
 		in, err := p.Process(obs, Options{PixelValues: buf})
 		if err != nil {
