@@ -22,7 +22,7 @@ import (
 // (pure JS) and cross-checked line by line with npm tokenizers 0.23.2 (the
 // Rust library as a Node addon): 0 disagreements. VERIFY_NODEREF=1 re-runs the
 // generator live (needs node and the packages under NODE_PATH, default
-// /tmp/tokref/node_modules; see the script header).
+// build/tokref/node_modules of the repository; see the script header).
 
 const (
 	tokenizerPath = "../../testdata/tokenizer/qwen3/tokenizer.json"
@@ -107,7 +107,7 @@ func TestVerifyNodeRef(t *testing.T) {
 	}
 	np := os.Getenv("NODE_PATH")
 	if np == "" {
-		np = "/tmp/tokref/node_modules"
+		np = filepath.Join("..", "..", "build", "tokref", "node_modules")
 	}
 	cmd := exec.Command("node", filepath.Join("..", "..", "testdata", "text", "gen_tokenizer_golden.js"), "--check")
 	cmd.Env = append(os.Environ(), "NODE_PATH="+np)

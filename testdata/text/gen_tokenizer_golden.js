@@ -4,9 +4,10 @@
 // cross-checked with the Rust implementation (npm tokenizers 0.23.2, native
 // addon). Every line is {"text": ..., "ids": [...]}; add_special_tokens=false.
 //
-//   mkdir -p /tmp/tokref && cd /tmp/tokref && npm init -y >/dev/null &&
-//     npm install @huggingface/tokenizers@0.2.0 tokenizers@0.23.2
-//   cd <repo> && NODE_PATH=/tmp/tokref/node_modules node testdata/text/gen_tokenizer_golden.js [--check]
+//   (from the repository root)
+//   mkdir -p build/tokref && (cd build/tokref && npm init -y >/dev/null &&
+//     npm install @huggingface/tokenizers@0.2.0 tokenizers@0.23.2)
+//   NODE_PATH=build/tokref/node_modules node testdata/text/gen_tokenizer_golden.js [--check]
 //
 // --check compares with the committed file instead of writing it (exit 1 on
 // any difference). The corpus is deterministic (seeded PRNG).
