@@ -8,6 +8,7 @@ package device
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -40,6 +41,11 @@ type Inputs struct {
 	// Seed seeds the noise generator when Noise is nil.
 	Seed uint64
 }
+
+// ErrInput is wrapped by a backend's errors for inputs outside what it serves
+// (a sequence or image set larger than its layout, mismatched lengths): the
+// request's fault, not the device's. The gateway maps it to 400.
+var ErrInput = errors.New("device: input outside the served layout")
 
 // Stage names reported in Result.Stages, in execution order.
 const (

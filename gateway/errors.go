@@ -7,6 +7,8 @@ import (
 	"net/http"
 
 	"github.com/gofiber/fiber/v2"
+
+	"github.com/gr00tgw/gr00tgw/device"
 )
 
 // Error codes carried in the "code" member of an error body.
@@ -112,6 +114,9 @@ func classify(err error, stage string) *HandlerError {
 	}
 	if errors.Is(err, context.Canceled) {
 		return &HandlerError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, RetryAfter: 1, Err: fmt.Errorf("%s: cancelled (server shutting down): %w", stage, err)}
+	}
+	if errors.Is(err, device.ErrInput) {
+		return &HandlerError{Status: http.StatusBadRequest, Code: CodeInvalid, Err: fmt.Errorf("%s: %w", stage, err)}
 	}
 	var fe FieldError
 	if errors.As(err, &fe) {

@@ -61,7 +61,9 @@ func (s *Server) predict(c *fiber.Ctx) error {
 	reqMsgpack := isMsgpack(c.Get(fiber.HeaderContentType))
 	var r *predictRequest
 	var err error
-	body := c.Body()
+	// The raw body, not c.Body(): under Immutable that is a copy, and the
+	// parsers copy every value they keep.
+	body := c.Request().Body()
 	if len(body) == 0 {
 		return schemaError("body", "empty body: send a /predict JSON or msgpack object")
 	}

@@ -27,6 +27,9 @@ func newDeviceLock(depth int) deviceLock {
 // when the queue is full and ctx.Err() when ctx ends first. The returned
 // release must be called exactly once.
 func (l *deviceLock) acquire(ctx context.Context) (release func(), err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	select {
 	case l.sem <- struct{}{}:
 		return l.release, nil

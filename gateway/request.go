@@ -354,9 +354,21 @@ func parseSeed(x any) (uint64, error) {
 		}
 		return u, nil
 	case int8, int16, int32, int64, int:
-		i, _ := number(n, fieldSeed)
+		var i int64
+		switch v := n.(type) {
+		case int8:
+			i = int64(v)
+		case int16:
+			i = int64(v)
+		case int32:
+			i = int64(v)
+		case int64:
+			i = v
+		case int:
+			i = int64(v)
+		}
 		if i < 0 {
-			return 0, invalid(fieldSeed, "seed: %v is negative (must be >= 0)", i)
+			return 0, invalid(fieldSeed, "seed: %d is negative (must be >= 0)", i)
 		}
 		return uint64(i), nil
 	case uint8:

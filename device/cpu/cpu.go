@@ -47,7 +47,7 @@ var ErrClosed = errors.New("cpu: backend closed")
 // ErrInput is wrapped by errors about Inputs that do not fit the model or
 // the layout; the backbone's and action head's input errors are wrapped too
 // (errors.Is matches backbone.ErrInput / actionhead.ErrInput as well).
-var ErrInput = errors.New("cpu: invalid input")
+var ErrInput = fmt.Errorf("cpu: invalid input: %w", device.ErrInput)
 
 // Policy is a dtype policy: the Kernels each stage's weights are packed
 // with and, optionally, a replacement for the denoise transformer. The fp32
