@@ -224,9 +224,11 @@ func (s *Server) runPredict(ctx context.Context, deps *Deps, r *predictRequest, 
 	}
 	t0 = time.Now()
 	dvctx, sp := s.span(ctx, "device", attribute.Int("seq_len", enc.SeqLen))
-	res, err := deps.Backend.Predict(dvctx, &in)
+	res, err := func() (*device.Result, error) {
+		defer release() // held exactly for the device call, even if it panics
+		return deps.Backend.Predict(dvctx, &in)
+	}()
 	dEnd := time.Now()
-	release()
 	if err == nil {
 		err = checkResult(res, deps.Model.chunkHorizon(&info), deps.Model.ActionDim, info.ActionHorizon)
 	}

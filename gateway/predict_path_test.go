@@ -45,3 +45,14 @@ func TestAcquireDeadContext(t *testing.T) {
 	require.NoError(t, err)
 	rel()
 }
+
+// Errors inside the [1][H][D] noise form name its real JSON path.
+func TestNoiseFieldPathBatched(t *testing.T) {
+	r := &predictRequest{}
+	err := parseNoise(r, []any{[]any{[]any{1.0, 2.0}, []any{1.0, "x"}}})
+	require.Error(t, err)
+	var he *HandlerError
+	require.ErrorAs(t, err, &he)
+	require.Equal(t, "noise[0][1][1]", he.Field)
+	require.Contains(t, err.Error(), "noise[0][1][1]")
+}

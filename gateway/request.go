@@ -390,11 +390,13 @@ func parseNoise(r *predictRequest, x any) error {
 	if !ok {
 		return schemaError(fieldNoise, "noise: expected an array, got %s", typeName(x))
 	}
+	prefix := fieldNoise // the JSON path of the [H][D] rows, for error fields
 	if len(rows) == 1 {
 		if inner, ok := rows[0].([]any); ok && len(inner) > 0 {
 			if _, ok := inner[0].([]any); ok {
 				rows = inner
 				r.NoiseShape = []int{1}
+				prefix = fieldNoise + "[0]"
 			}
 		}
 	}
@@ -411,19 +413,19 @@ func parseNoise(r *predictRequest, x any) error {
 	for i, rv := range rows {
 		row, ok := rv.([]any)
 		if !ok {
-			return schemaError(fmt.Sprintf("noise[%d]", i), "noise[%d]: expected an array, got %s", i, typeName(rv))
+			return schemaError(fmt.Sprintf("%s[%d]", prefix, i), "%s[%d]: expected an array, got %s", prefix, i, typeName(rv))
 		}
 		if len(row) != d {
 			return invalid(fieldNoise, "noise: ragged: row %d has %d values, row 0 has %d", i, len(row), d)
 		}
 		for j, v := range row {
-			f, err := number(v, fmt.Sprintf("noise[%d][%d]", i, j))
+			f, err := number(v, fmt.Sprintf("%s[%d][%d]", prefix, i, j))
 			if err != nil {
 				return err
 			}
 			f32 := float32(f)
 			if math.IsNaN(f) || math.IsInf(float64(f32), 0) {
-				return invalid(fieldNoise, "noise[%d][%d]: %v is not a finite float32", i, j, f)
+				return invalid(fieldNoise, "%s[%d][%d]: %v is not a finite float32", prefix, i, j, f)
 			}
 			out = append(out, f32)
 		}
