@@ -86,11 +86,11 @@ func TestNormLUT(t *testing.T) {
 	for x := 0; x < 256; x++ {
 		want := (float32(x) - 127.5) / 127.5
 		for c := 0; c < 3; c++ {
-			require.Equal(t, want, l[c][x])
+			require.Equal(t, want, l.V[c][x])
 		}
 	}
-	require.Equal(t, float32(-1), l[0][0])
-	require.Equal(t, float32(1), l[0][255])
+	require.Equal(t, float32(-1), l.V[0][0])
+	require.Equal(t, float32(1), l.V[0][255])
 }
 
 // TestPatchifyIndexForm checks Patchify against the index form of
@@ -119,7 +119,7 @@ func TestPatchifyIndexForm(t *testing.T) {
 									for px := 0; px < p; px++ {
 										col := ((ch*tp+tt)*p+py)*p + px
 										y, x := (bh*m+mi)*p+py, (bw*m+mj)*p+px
-										want := lut[ch][img.Pix[(y*c.w+x)*3+ch]]
+										want := lut.V[ch][img.Pix[(y*c.w+x)*3+ch]]
 										if dst[r*cfg.RowWidth()+col] != want {
 											t.Fatalf("p%d m%d: row %d col %d", p, m, r, col)
 										}
@@ -278,10 +278,11 @@ func TestResizersNoAllocs(t *testing.T) {
 	}
 }
 
-// TestPatchifyFastMatchesGeneric compares patchify16x2 (the Qwen-shape
-// inner loop) with the generic loop on random frames and a non-default LUT.
+// TestPatchifyFastMatchesGeneric compares the SIMD kernels (AVX-512 where
+// the CPU has it, and SSE) and patchify16x2 with the generic loop on random
+// frames and a non-default LUT, on aligned and unaligned destinations.
 func TestPatchifyFastMatchesGeneric(t *testing.T) {
-	defer func() { forceScalar = false }()
+	defer func() { forceScalar = false; forceNoAVX512Patchify = false }()
 	cfg := DefaultDROIDChain()
 	cfg.Mean = [3]float32{0.48145466, 0.4578275, 0.40821073}
 	cfg.Std = [3]float32{0.26862954, 0.26130258, 0.27577711}
@@ -289,19 +290,19 @@ func TestPatchifyFastMatchesGeneric(t *testing.T) {
 	for i, sz := range [][2]int{{32, 32}, {448, 256}, {64, 96}} {
 		img := &RGB{W: sz[0], H: sz[1], Pix: pattern(uint32(i+7), sz[0], sz[1], 3, "noise")}
 		n := cfg.PatchifyRows(img.W, img.H) * cfg.RowWidth()
-		fast, slow := make([]float32, n), make([]float32, n)
-		forceScalar = false
-		_, err := cfg.Patchify(fast, img, lut)
-		require.NoError(t, err)
+		slow := make([]float32, n)
 		forceScalar = true
-		_, err = cfg.Patchify(slow, img, lut)
+		_, err := cfg.Patchify(slow, img, lut)
 		require.NoError(t, err)
-		require.Equal(t, slow, fast, "%dx%d", img.W, img.H)
-		// A dst that is not 16-byte aligned takes the Go loop (patchify16x2).
-		unaligned := make([]float32, n+1)[1:]
 		forceScalar = false
-		_, err = cfg.Patchify(unaligned, img, lut)
-		require.NoError(t, err)
-		require.Equal(t, slow, unaligned, "%dx%d unaligned", img.W, img.H)
+		for _, noAVX512 := range []bool{false, true} {
+			forceNoAVX512Patchify = noAVX512
+			for _, off := range []int{0, 1} {
+				fast := make([]float32, n+off)[off:]
+				_, err = cfg.Patchify(fast, img, lut)
+				require.NoError(t, err)
+				require.Equal(t, slow, fast, "%dx%d noAVX512=%v offset %d", img.W, img.H, noAVX512, off)
+			}
+		}
 	}
 }

@@ -2,21 +2,27 @@ package image
 
 import "fmt"
 
-// NormLUT maps each uint8 value of each channel to its normalised float32:
-// (float32(x) − m) / s with m = float32(Mean·float32(1/RescaleFactor)) and
-// s likewise, the transformers fast processor's fused rescale+normalise
-// (for the default 0.5/0.5: (x − 127.5) / 127.5, a float32 division).
-type NormLUT [3][256]float32
+// NormLUT is the per-channel normalisation of uint8 samples, the
+// transformers fast processor's fused rescale+normalise: V[c][x] =
+// (float32(x) − Sub[c]) / Div[c] in IEEE single precision, with Sub[c] =
+// float32(Mean[c]·float32(1/RescaleFactor)) and Div[c] likewise from Std
+// (for the default 0.5/0.5: (x − 127.5) / 127.5). The SIMD patchify kernels
+// evaluate the formula, the portable ones read V; both give the same bits.
+// Read-only after NewNormLUT; safe for concurrent use.
+type NormLUT struct {
+	V        [3][256]float32
+	Sub, Div [3]float32
+}
 
 // NewNormLUT builds the lookup table for c.
 func NewNormLUT(c *ChainConfig) *NormLUT {
 	var l NormLUT
 	inv := float32(1 / c.RescaleFactor)
 	for ch := 0; ch < 3; ch++ {
-		m := c.Mean[ch] * inv
-		s := c.Std[ch] * inv
+		l.Sub[ch] = c.Mean[ch] * inv
+		l.Div[ch] = c.Std[ch] * inv
 		for x := 0; x < 256; x++ {
-			l[ch][x] = (float32(x) - m) / s
+			l.V[ch][x] = (float32(x) - l.Sub[ch]) / l.Div[ch]
 		}
 	}
 	return &l
@@ -64,7 +70,7 @@ func (c *ChainConfig) Patchify(dst []float32, img *RGB, lut *NormLUT) (Grid, err
 					}
 					o := 0
 					for ch := 0; ch < 3; ch++ {
-						l := &lut[ch]
+						l := &lut.V[ch]
 						start := o
 						for py := 0; py < p; py++ {
 							src := img.Pix[(y0+py)*stride+x0*3+ch:]
@@ -98,7 +104,7 @@ func patchify16x2(out []float32, pix []uint8, stride int, lut *NormLUT) {
 	_ = out[3*2*256-1]
 	_ = pix[15*stride+47]
 	for ch := 0; ch < 3; ch++ {
-		l := &lut[ch]
+		l := &lut.V[ch]
 		base := ch * 512
 		for py := 0; py < 16; py++ {
 			s := (*[48]uint8)(pix[py*stride : py*stride+48])

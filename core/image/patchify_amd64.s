@@ -4,7 +4,7 @@
 
 // GROUP(g) converts the samples of pixels 4g..4g+3 (bytes 12g, 12g+3, …
 // of the channel-offset row at R10) through the LUT at R11 and stores the
-// four float32s at 16g(R12) and 1024+16g(R12) with non-temporal stores.
+// four float32s at 16g(R12) and 1024+16g(R12).
 #define GROUP(o0, o1, o2, o3, d) \
 	MOVBLZX o0(R10), AX \
 	MOVBLZX o1(R10), BX \
@@ -17,16 +17,13 @@
 	UNPCKLPS X1, X0 \
 	UNPCKLPS X3, X2 \
 	MOVLHPS X2, X0 \
-	MOVNTPS X0, d(R12) \
-	MOVNTPS X0, 1024+d(R12)
+	MOVUPS X0, d(R12) \
+	MOVUPS X0, 1024+d(R12)
 
-// func patchify16x2NT(out *float32, pix *byte, stride int, lut *NormLUT)
-// patchify16x2 with streaming stores: the 1536 float32s of one
-// pixel_values row (channel, temporal copy, py, px) go straight to memory
-// instead of being read into the cache first (pixel_values is 11 MB per
-// request, far larger than the caches, and written once). out must be
-// 16-byte aligned.
-TEXT ·patchify16x2NT(SB), NOSPLIT, $0-32
+// func patchify16x2SSE(out *float32, pix *byte, stride int, lut *NormLUT)
+// patchify16x2 in SSE: the 1536 float32s of one pixel_values row
+// (channel, temporal copy, py, px) from LUT loads.
+TEXT ·patchify16x2SSE(SB), NOSPLIT, $0-32
 	MOVQ out+0(FP), DI
 	MOVQ pix+8(FP), SI
 	MOVQ stride+16(FP), DX
@@ -56,5 +53,54 @@ pyloop:
 	INCQ R9
 	CMPQ R9, $3
 	JLT chloop
-	SFENCE
+	RET
+
+// CHAN(idx, m, s, d) picks one channel of the 16 pixels in Z0 with VPERMB
+// (index vector idx), widens and converts it, normalises it ((x − m) / s,
+// IEEE single precision: NormLUT's formula) and stores the 16 float32s at
+// d(R12) and 1024+d(R12) (the two temporal copies).
+#define CHAN(idx, m, s, d) \
+	VPERMB Z0, idx, Z1 \
+	VPMOVZXBD X1, Z2 \
+	VCVTDQ2PS Z2, Z2 \
+	VSUBPS m, Z2, Z2 \
+	VDIVPS s, Z2, Z2 \
+	VMOVUPS Z2, d(R12) \
+	VMOVUPS Z2, 1024+d(R12)
+
+// func patchify16x2AVX512(out *float32, pix *byte, stride int, idx *[3][64]byte, sub, div *[3]float32)
+// One pixel_values row like patchify16x2, computing the normalisation
+// instead of reading the LUT (bit-identical), with AVX-512 VBMI for the RGB
+// deinterleave and 64-byte stores. The pixel loads are masked to 48 bytes,
+// so nothing past a patch row's last pixel is read.
+TEXT ·patchify16x2AVX512(SB), NOSPLIT, $0-48
+	MOVQ out+0(FP), R12
+	MOVQ pix+8(FP), SI
+	MOVQ stride+16(FP), DX
+	MOVQ idx+24(FP), R8
+	MOVQ sub+32(FP), R9
+	MOVQ div+40(FP), R10
+	VMOVDQU32 0(R8), Z20
+	VMOVDQU32 64(R8), Z21
+	VMOVDQU32 128(R8), Z22
+	VBROADCASTSS 0(R9), Z23
+	VBROADCASTSS 4(R9), Z24
+	VBROADCASTSS 8(R9), Z25
+	VBROADCASTSS 0(R10), Z26
+	VBROADCASTSS 4(R10), Z27
+	VBROADCASTSS 8(R10), Z28
+	MOVQ $0xffffffffffff, AX
+	KMOVQ AX, K1
+	MOVQ $16, R14
+
+row16:
+	VMOVDQU8.Z (SI), K1, Z0
+	CHAN(Z20, Z23, Z26, 0)
+	CHAN(Z21, Z24, Z27, 2048)
+	CHAN(Z22, Z25, Z28, 4096)
+	ADDQ DX, SI
+	ADDQ $64, R12
+	DECQ R14
+	JNZ row16
+	VZEROUPPER
 	RET
