@@ -12,7 +12,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gr00tgw/gr00tgw/core/image"
@@ -58,11 +60,12 @@ type Options struct {
 	PixelValues []float32
 }
 
-// Timings are wall-clock durations of the stages of one Process call, in
-// execution order: decode, tokenize, images, rope.
+// Timings are wall-clock durations of the stages of one Process call.
+// Frames are decoded and resized in parallel, so Decode and Images are the
+// slowest frame's (Images plus the patchify pass over all frames).
 type Timings struct {
-	Decode   time.Duration // base64 + PNG/JPEG decoding of all frames (parallel)
-	Images   time.Duration // eval chain + smart_resize + patchify of all frames (parallel)
+	Decode   time.Duration // base64 + PNG/JPEG decoding
+	Images   time.Duration // eval chain + smart_resize, then patchify
 	Tokenize time.Duration // formalisation + prompt tokens
 	Rope     time.Duration // mRoPE position ids
 	Total    time.Duration
@@ -164,18 +167,27 @@ type frameJob struct {
 	rows   int
 	off    int
 	grid   image.Grid
-	eval   *image.RGB
-	resz   *image.RGB
+	ws     *image.Workspace // pooled; holds resized until Process returns
+	// resized is the smart_resized frame (owned by ws); eval and resz are
+	// the kept copies of frames_eval and frames_resized (KeepFrames).
+	resized, eval, resz *image.RGB
+	// Failures of the job, in reporting order, and its stage durations.
+	decErr, layoutErr, chainErr error
+	decoded, chained            time.Duration
 }
 
 // Process runs the host pipeline on obs. Errors about the observation are
 // client errors: *image.FrameError (naming "images.<camera>[i]", wrapping
 // image.ErrUndecodable, ErrFrameSize, ErrAspect, ErrSizeMismatch or this
 // package's ErrMissingCamera, ErrUnknownCamera, ErrFrameCount) or
-// *text.InstructionError (field "instruction"). Frames are decoded, then
-// run through the chain, concurrently (up to GOMAXPROCS goroutines); the
-// instruction is checked and tokenized between the two, so a bad
-// instruction costs no image work.
+// *text.InstructionError (field "instruction"). Each frame is decoded,
+// checked and run through the eval chain and smart_resize as one job; the
+// jobs run concurrently (the calling goroutine and up to GOMAXPROCS−1
+// others), then the instruction is tokenized and the frames are patchified
+// into pixel_values. When several things are wrong the error reported is
+// the first of: an undecodable frame (in model order), frames of one camera
+// that differ in size, a frame outside the limits or off the served grid,
+// the instruction, a chain failure.
 func (p *Processor) Process(obs *Observation, opt Options) (*Inputs, error) {
 	t0 := time.Now()
 	jobs, err := p.plan(obs)
@@ -183,31 +195,26 @@ func (p *Processor) Process(obs *Observation, opt Options) (*Inputs, error) {
 		return nil, err
 	}
 	in := &Inputs{RowWidth: p.cfg.Chain.RowWidth()}
-
-	// Decode (when needed), in parallel.
-	if obs.Frames == nil {
-		defer func() {
-			for k := range jobs {
-				if jobs[k].dec != nil {
-					p.dec.put(jobs[k].dec)
-				}
+	defer func() {
+		for k := range jobs {
+			if jobs[k].dec != nil {
+				p.dec.put(jobs[k].dec)
 			}
-		}()
-		if err := p.each(jobs, func(j *frameJob) error {
-			j.dec = p.dec.get()
-			j.src = &j.dec.rgb
-			var err error
-			if j.dec.scratch, err = image.DecodeBase64(j.src, j.b64, p.limits, j.dec.scratch); err != nil {
-				return &image.FrameError{Camera: j.camera, Index: j.t, Err: err}
+			if jobs[k].ws != nil {
+				p.ws.put(jobs[k].ws)
 			}
-			return nil
-		}); err != nil {
-			return nil, err
 		}
-	}
-	in.Timings.Decode = time.Since(t0)
+	}()
 
-	// Sizes, grids and the pixel_values layout.
+	// Per frame, in parallel: decode, the frame's own checks, eval chain
+	// and smart_resize.
+	p.each(jobs, func(j *frameJob) { p.frame(j, obs.Frames == nil, opt.KeepFrames) })
+	for k := range jobs {
+		if jobs[k].decErr != nil {
+			return nil, jobs[k].decErr
+		}
+		in.Timings.Decode = max(in.Timings.Decode, jobs[k].decoded)
+	}
 	for i, cam := range p.cfg.Cameras {
 		frames := make([]*image.RGB, p.cfg.FramesPerCamera())
 		for t := range frames {
@@ -221,37 +228,14 @@ func (p *Processor) Process(obs *Observation, opt Options) (*Inputs, error) {
 	rows := 0
 	for k := range jobs {
 		j := &jobs[k]
-		if err := p.limits.Check(j.src.W, j.src.H); err != nil {
-			return nil, &image.FrameError{Camera: j.camera, Index: j.t, Err: err}
+		if j.layoutErr != nil {
+			return nil, j.layoutErr
 		}
-		sz, err := p.cfg.Chain.Sizes(j.src.W, j.src.H)
-		if err != nil {
-			return nil, &image.FrameError{Camera: j.camera, Index: j.t, Err: fmt.Errorf("%w: %w", image.ErrAspect, err)}
-		}
-		if rg := p.cfg.RequireGrid; rg != (image.Grid{}) && sz.Grid != rg {
-			hint := ""
-			if rg == droidGrid && p.cfg.Chain == image.DefaultDROIDChain() {
-				hint = droidAspectHint
-			}
-			return nil, &image.FrameError{Camera: j.camera, Index: j.t, Err: fmt.Errorf(
-				"%w: %dx%d (width x height) gives patch grid %dx%d, the served grid is %dx%d%s",
-				image.ErrAspect, j.src.W, j.src.H, sz.Grid.H, sz.Grid.W, rg.H, rg.W, hint)}
-		}
-		j.grid = sz.Grid
-		j.rows = sz.Grid.Rows()
 		j.off = rows
 		rows += j.rows
-		imageTokens[k] = sz.Grid.Tokens(p.cfg.Chain.MergeSize)
-	}
-	in.Rows = rows
-	if n := rows * in.RowWidth; cap(opt.PixelValues) >= n {
-		in.PixelValues = opt.PixelValues[:n]
-	} else {
-		in.PixelValues = make([]float32, n)
+		imageTokens[k] = j.grid.Tokens(p.cfg.Chain.MergeSize)
 	}
 
-	// Tokenize before the chain: microseconds, and a bad instruction then
-	// costs no image work.
 	ts := time.Now()
 	pr, err := p.tok.BuildPrompt(obs.Instruction, imageTokens, text.PromptOptions{
 		Formalize: p.cfg.FormalizeLanguage, MaxTextTokens: p.cfg.MaxTextTokens})
@@ -259,42 +243,36 @@ func (p *Processor) Process(obs *Observation, opt Options) (*Inputs, error) {
 	if err != nil {
 		return nil, err
 	}
+	for k := range jobs {
+		if jobs[k].chainErr != nil {
+			return nil, jobs[k].chainErr
+		}
+	}
 
 	ti := time.Now()
-	imgErr := p.each(jobs, func(j *frameJob) error {
-		ws, err := p.ws.get()
-		if err != nil {
-			return err
-		}
-		defer p.ws.put(ws)
-		ev, err := ws.Eval(j.src)
-		if err != nil {
-			return &image.FrameError{Camera: j.camera, Index: j.t, Err: err}
-		}
-		if opt.KeepFrames {
-			j.eval = cloneRGB(ev)
-		}
-		rs, err := ws.QwenResize(ev)
-		if err != nil {
-			return &image.FrameError{Camera: j.camera, Index: j.t, Err: err}
-		}
-		if opt.KeepFrames {
-			j.resz = cloneRGB(rs)
-		}
-		dst := in.PixelValues[j.off*in.RowWidth : (j.off+j.rows)*in.RowWidth]
-		g, err := p.cfg.Chain.Patchify(dst, rs, p.lut)
-		if err != nil {
-			return &image.FrameError{Camera: j.camera, Index: j.t, Err: err}
-		}
-		if g != j.grid {
-			return &image.FrameError{Camera: j.camera, Index: j.t, Err: fmt.Errorf("image: grid %v, planned %v", g, j.grid)}
-		}
-		return nil
-	})
-	in.Timings.Images = time.Since(ti)
-	if imgErr != nil {
-		return nil, imgErr
+	in.Rows = rows
+	if n := rows * in.RowWidth; cap(opt.PixelValues) >= n {
+		in.PixelValues = opt.PixelValues[:n]
+	} else {
+		in.PixelValues = make([]float32, n)
 	}
+	p.each(jobs, func(j *frameJob) {
+		dst := in.PixelValues[j.off*in.RowWidth : (j.off+j.rows)*in.RowWidth]
+		g, err := p.cfg.Chain.Patchify(dst, j.resized, p.lut)
+		if err == nil && g != j.grid {
+			err = fmt.Errorf("image: grid %v, planned %v", g, j.grid)
+		}
+		if err != nil {
+			j.chainErr = &image.FrameError{Camera: j.camera, Index: j.t, Err: err}
+		}
+	})
+	for k := range jobs {
+		if jobs[k].chainErr != nil {
+			return nil, jobs[k].chainErr
+		}
+		in.Timings.Images = max(in.Timings.Images, jobs[k].chained)
+	}
+	in.Timings.Images += time.Since(ti)
 
 	in.ImageGridTHW = make([]image.Grid, len(jobs))
 	grids := make([]rope.Grid, len(jobs))
@@ -303,7 +281,7 @@ func (p *Processor) Process(obs *Observation, opt Options) (*Inputs, error) {
 		j := &jobs[k]
 		in.ImageGridTHW[k] = j.grid
 		grids[k] = rope.Grid{T: j.grid.T, H: j.grid.H, W: j.grid.W}
-		in.FrameOrder[k] = fmt.Sprintf("%s[%d]", j.camera, p.cfg.VideoDeltaIndices[j.t])
+		in.FrameOrder[k] = j.camera + "[" + strconv.Itoa(p.cfg.VideoDeltaIndices[j.t]) + "]"
 		if opt.KeepFrames {
 			in.EvalFrames = append(in.EvalFrames, j.eval)
 			in.ResizedFrames = append(in.ResizedFrames, j.resz)
@@ -320,6 +298,67 @@ func (p *Processor) Process(obs *Observation, opt Options) (*Inputs, error) {
 	in.Timings.Rope = time.Since(tr0)
 	in.Timings.Total = time.Since(t0)
 	return in, nil
+}
+
+// frame is one job of Process's parallel phase: it decodes the frame (when
+// decode), checks it on its own (limits, chain sizes, the served grid),
+// and runs the eval chain and smart_resize into a pooled Workspace that the
+// job keeps until Process returns. Failures land in the job's decErr,
+// layoutErr or chainErr; the first failure ends the job.
+func (p *Processor) frame(j *frameJob, decode, keep bool) {
+	t0 := time.Now()
+	if decode {
+		j.dec = p.dec.get()
+		j.src = &j.dec.rgb
+		var err error
+		if j.dec.scratch, err = image.DecodeBase64(j.src, j.b64, p.limits, j.dec.scratch); err != nil {
+			j.decErr = &image.FrameError{Camera: j.camera, Index: j.t, Err: err}
+			return
+		}
+	}
+	t1 := time.Now()
+	j.decoded = t1.Sub(t0)
+	fail := func(err error) *image.FrameError { return &image.FrameError{Camera: j.camera, Index: j.t, Err: err} }
+	if err := p.limits.Check(j.src.W, j.src.H); err != nil {
+		j.layoutErr = fail(err)
+		return
+	}
+	sz, err := p.cfg.Chain.Sizes(j.src.W, j.src.H)
+	if err != nil {
+		j.layoutErr = fail(fmt.Errorf("%w: %w", image.ErrAspect, err))
+		return
+	}
+	if rg := p.cfg.RequireGrid; rg != (image.Grid{}) && sz.Grid != rg {
+		hint := ""
+		if rg == droidGrid && p.cfg.Chain == image.DefaultDROIDChain() {
+			hint = droidAspectHint
+		}
+		j.layoutErr = fail(fmt.Errorf("%w: %dx%d (width x height) gives patch grid %dx%d, the served grid is %dx%d%s",
+			image.ErrAspect, j.src.W, j.src.H, sz.Grid.H, sz.Grid.W, rg.H, rg.W, hint))
+		return
+	}
+	j.grid = sz.Grid
+	j.rows = sz.Grid.Rows()
+	if j.ws, err = p.ws.get(); err != nil {
+		j.chainErr = err
+		return
+	}
+	ev, err := j.ws.Eval(j.src)
+	if err != nil {
+		j.chainErr = fail(err)
+		return
+	}
+	if keep {
+		j.eval = cloneRGB(ev)
+	}
+	if j.resized, err = j.ws.QwenResize(ev); err != nil {
+		j.chainErr = fail(err)
+		return
+	}
+	if keep {
+		j.resz = cloneRGB(j.resized)
+	}
+	j.chained = time.Since(t1)
 }
 
 // plan checks the cameras and frame counts and lists the images in model
@@ -386,35 +425,32 @@ func (p *Processor) plan(obs *Observation) ([]frameJob, error) {
 	return jobs, nil
 }
 
-// each runs fn on every job on up to p.parallel goroutines and returns the
-// first error in job order.
-func (p *Processor) each(jobs []frameJob, fn func(*frameJob) error) error {
-	if p.parallel <= 1 || len(jobs) < 2 {
+// each runs fn on every job, on the calling goroutine and up to
+// p.parallel−1 others, which take jobs in order from a shared counter.
+func (p *Processor) each(jobs []frameJob, fn func(*frameJob)) {
+	workers := min(p.parallel, len(jobs))
+	if workers <= 1 {
 		for k := range jobs {
-			if err := fn(&jobs[k]); err != nil {
-				return err
+			fn(&jobs[k])
+		}
+		return
+	}
+	var next atomic.Int32
+	run := func() {
+		for {
+			k := int(next.Add(1)) - 1
+			if k >= len(jobs) {
+				return
 			}
+			fn(&jobs[k])
 		}
-		return nil
 	}
-	errs := make([]error, len(jobs))
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, p.parallel)
-	for k := range jobs {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			errs[k] = fn(&jobs[k])
-		}()
+	for range workers - 1 {
+		wg.Go(run)
 	}
+	run()
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // wsPool keeps up to max idle Workspaces. Unlike sync.Pool it survives GC

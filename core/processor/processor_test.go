@@ -185,6 +185,11 @@ func TestObservationErrors(t *testing.T) {
 		{"too small", Observation{Frames: map[string][]*image.RGB{"exterior_image_1_left": {f320, f320}, "wrist_image_left": {small, small}}, Instruction: "x"}, image.ErrFrameSize, "images.wrist_image_left[0]"},
 		{"size mismatch", Observation{Frames: map[string][]*image.RGB{"exterior_image_1_left": {f320, f640}, "wrist_image_left": {f320, f320}}, Instruction: "x"}, image.ErrSizeMismatch, "images.exterior_image_1_left[1]"},
 		{"nil frame", Observation{Frames: map[string][]*image.RGB{"exterior_image_1_left": {f320, nil}, "wrist_image_left": {f320, f320}}, Instruction: "x"}, image.ErrUndecodable, "images.exterior_image_1_left[1]"},
+		// Several faults: undecodable beats size mismatch beats limits/grid
+		// beats the instruction, whatever the model order of the frames.
+		{"undecodable after bad grid", Observation{Images: map[string][]string{"exterior_image_1_left": {ext[0], ext[1]}, "wrist_image_left": {wrist[0], "!!"}}, Instruction: strings.Repeat("block ", 60)}, image.ErrUndecodable, "images.wrist_image_left[1]"},
+		{"mismatch after bad grid", Observation{Frames: map[string][]*image.RGB{"exterior_image_1_left": {square, square}, "wrist_image_left": {f320, f640}}, Instruction: "x"}, image.ErrSizeMismatch, "images.wrist_image_left[1]"},
+		{"grid before instruction", Observation{Frames: map[string][]*image.RGB{"exterior_image_1_left": {f320, f320}, "wrist_image_left": {square, square}}, Instruction: strings.Repeat("block ", 60)}, image.ErrAspect, "images.wrist_image_left[0]"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := p.Process(&c.obs, Options{})
