@@ -79,7 +79,7 @@ type Encoder interface {
 	// in the embodiment's camera order (Describe().Cameras).
 	Decode(ctx context.Context, cams []CameraFrames) (*Decoded, error)
 	// Encode turns decoded frames and the raw instruction text into model
-	// inputs.
+	// inputs. It consumes d.Pixels (the encoder may recycle the frames).
 	Encode(ctx context.Context, d *Decoded, instruction string) (*Encoded, error)
 }
 

@@ -42,6 +42,7 @@ type Encoder struct {
 	p    *processor.Processor
 	rule *image.AspectRule
 	pix  sync.Pool // *[]float32 pixel_values buffers, recycled via Encoded.Release
+	rgb  sync.Pool // *image.RGB decoded frames, recycled by Encode
 }
 
 var _ gateway.Encoder = (*Encoder)(nil)
@@ -96,7 +97,11 @@ func (e *Encoder) Decode(ctx context.Context, cams []gateway.CameraFrames) (*gat
 	for _, c := range cams {
 		fs := make([]*image.RGB, len(c.Frames))
 		for i, b := range c.Frames {
-			fs[i] = new(image.RGB)
+			if f, ok := e.rgb.Get().(*image.RGB); ok {
+				fs[i] = f
+			} else {
+				fs[i] = new(image.RGB)
+			}
 			jobs = append(jobs, job{c.Key, i, b, fs[i]})
 		}
 		frames[c.Key] = fs
@@ -137,12 +142,22 @@ func (e *Encoder) Decode(ctx context.Context, cams []gateway.CameraFrames) (*gat
 	return d, nil
 }
 
-// Encode runs the eval chain, patching, prompt, tokenizer and mRoPE.
+// Encode runs the eval chain, patching, prompt, tokenizer and mRoPE. It
+// consumes d: the decoded frames go back to the encoder's pool, so d must
+// not be used again.
 func (e *Encoder) Encode(ctx context.Context, d *gateway.Decoded, instruction string) (*gateway.Encoded, error) {
 	frames, ok := d.Pixels.(map[string][]*image.RGB)
 	if !ok {
 		return nil, fmt.Errorf("adapt: decoded pixels of type %T, want the adapter's own", d.Pixels)
 	}
+	d.Pixels = nil
+	defer func() {
+		for _, fs := range frames {
+			for _, f := range fs {
+				e.rgb.Put(f)
+			}
+		}
+	}()
 	var buf *[]float32
 	if b, ok := e.pix.Get().(*[]float32); ok {
 		buf = b
