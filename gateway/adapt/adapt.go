@@ -400,7 +400,10 @@ func (e *Embodiment) MaxActionDim() (int, error) {
 	return p.Describe().MaxActionDim, nil
 }
 
-func stateGroups(order []gateway.Group, st map[string][]float64) []plugins.StateGroup {
+// stateGroups orders st by p's state groups (taken from the plugin that
+// runs the call, so a reload in between cannot mix two layouts).
+func stateGroups(p *plugins.Plugin, st map[string][]float64) []plugins.StateGroup {
+	order := p.Describe().State
 	out := make([]plugins.StateGroup, 0, len(order))
 	for _, g := range order {
 		out = append(out, plugins.StateGroup{Key: g.Key, Values: st[g.Key]})
@@ -433,16 +436,18 @@ func pluginErr(err error) error {
 
 // Pre runs the plugin's pre stage.
 func (e *Embodiment) Pre(ctx context.Context, in *gateway.PreInput) ([]float32, error) {
-	info := e.Describe()
 	cams := make([]plugins.Camera, len(in.Cameras))
 	for i, c := range in.Cameras {
 		cams[i] = plugins.Camera{Key: c.Key, Frames: c.Frames, Height: c.Height, Width: c.Width}
 	}
 	pin := &plugins.PreInput{
 		RequestID: in.RequestID, Embodiment: in.Embodiment, Instruction: in.Instruction,
-		StateDType: in.StateDtype, State: stateGroups(info.StateGroups, in.State), Cameras: cams,
+		StateDType: in.StateDtype, Cameras: cams,
 	}
-	out, err := call(e, func(p *plugins.Plugin) (*plugins.PreOutput, error) { return p.Pre(ctx, pin) })
+	out, err := call(e, func(p *plugins.Plugin) (*plugins.PreOutput, error) {
+		pin.State = stateGroups(p, in.State)
+		return p.Pre(ctx, pin)
+	})
 	if err != nil {
 		return nil, pluginErr(err)
 	}
@@ -451,12 +456,14 @@ func (e *Embodiment) Pre(ctx context.Context, in *gateway.PreInput) ([]float32, 
 
 // Post runs the plugin's post stage.
 func (e *Embodiment) Post(ctx context.Context, in *gateway.PostInput) (map[string][]float32, error) {
-	info := e.Describe()
 	pin := &plugins.PostInput{
 		RequestID: in.RequestID, Embodiment: e.tag, StateDType: in.StateDtype,
-		ActionPred: in.ActionPred, Horizon: in.Horizon, Dim: in.Dim, State: stateGroups(info.StateGroups, in.State),
+		ActionPred: in.ActionPred, Horizon: in.Horizon, Dim: in.Dim,
 	}
-	out, err := call(e, func(p *plugins.Plugin) (*plugins.PostOutput, error) { return p.Post(ctx, pin) })
+	out, err := call(e, func(p *plugins.Plugin) (*plugins.PostOutput, error) {
+		pin.State = stateGroups(p, in.State)
+		return p.Post(ctx, pin)
+	})
 	if err != nil {
 		return nil, pluginErr(err)
 	}
