@@ -27,6 +27,15 @@ func isMsgpack(ct string) bool {
 	return strings.Contains(ct, "msgpack")
 }
 
+// wantsMsgpack reports whether the answer to c is msgpack: Accept names
+// msgpack, or the request body was msgpack and Accept does not ask for
+// JSON. Success and error bodies follow the same rule.
+func wantsMsgpack(c *fiber.Ctx) bool {
+	accept := strings.ToLower(c.Get(fiber.HeaderAccept))
+	return strings.Contains(accept, "msgpack") ||
+		(isMsgpack(c.Get(fiber.HeaderContentType)) && !strings.Contains(accept, "json"))
+}
+
 func notReady(st int32) *HandlerError {
 	if st == stateDraining {
 		return &HandlerError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, RetryAfter: 5,
@@ -91,8 +100,7 @@ func (s *Server) predict(c *fiber.Ctx) error {
 		"decode_ms", resp.TimingMS.Decode, "encode_ms", resp.TimingMS.Encode, "queue_ms", resp.TimingMS.Queue,
 		"device_ms", resp.TimingMS.Device, "total_ms", resp.TimingMS.Total})
 
-	accept := strings.ToLower(c.Get(fiber.HeaderAccept))
-	if strings.Contains(accept, "msgpack") || (reqMsgpack && !strings.Contains(accept, "json")) {
+	if wantsMsgpack(c) {
 		b, err := msgpack.Marshal(resp)
 		if err != nil {
 			return fmt.Errorf("encode response: %w", err)

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/vmihailenco/msgpack/v5"
 	"log/slog"
 	"net"
 	"net/http"
@@ -427,8 +428,9 @@ func (s *Server) edge(c *fiber.Ctx) error {
 	return nil
 }
 
-// renderError writes err as the HTTP answer: JSON {"error","code","field",
-// "detail","request_id"}, or text/plain for device failures (the reference
+// renderError writes err as the HTTP answer: {"error","code","field",
+// "detail","request_id"} in JSON, or in msgpack for a client that speaks
+// msgpack (wantsMsgpack), or text/plain for device failures (the reference
 // server's 500 shape), with Retry-After when set.
 func (s *Server) renderError(c *fiber.Ctx, err error) {
 	he := classify(err, "request")
@@ -448,7 +450,15 @@ func (s *Server) renderError(c *fiber.Ctx, err error) {
 		return
 	}
 	msg := he.Err.Error()
-	_ = c.JSON(errorBody{Error: msg, Code: he.Code, Field: he.Field, Detail: msg, RequestID: rid})
+	body := errorBody{Error: msg, Code: he.Code, Field: he.Field, Detail: msg, RequestID: rid}
+	if wantsMsgpack(c) {
+		if b, err := msgpack.Marshal(body); err == nil {
+			c.Set(fiber.HeaderContentType, MIMEMsgpack)
+			_ = c.Send(b)
+			return
+		}
+	}
+	_ = c.JSON(body)
 }
 
 func validRequestID(id string) bool {

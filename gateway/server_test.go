@@ -286,15 +286,23 @@ func TestMsgpackRoundTrip(t *testing.T) {
 	mp, _ = msgpack.Marshal(m2)
 	resp, b = f.do(t, "POST", "/predict", mp, map[string]string{"Content-Type": "application/msgpack"})
 	require.Equal(t, 422, resp.StatusCode)
-	assert.Contains(t, string(b), `"field":"bogus"`)
+	// A msgpack client gets its error body in msgpack too.
+	assert.Equal(t, MIMEMsgpack, resp.Header.Get("Content-Type"))
+	var eb errorBody
+	require.NoError(t, msgpack.Unmarshal(b, &eb))
+	assert.Equal(t, "bogus", eb.Field)
+	assert.Equal(t, CodeSchema, eb.Code)
+	assert.NotEmpty(t, eb.RequestID)
 	m3 := demoRequest(t)
 	state(m3)["gripper_position"] = []any{nan()}
 	mp, _ = msgpack.Marshal(m3)
-	resp, b = f.do(t, "POST", "/predict", mp, map[string]string{"Content-Type": "application/msgpack"})
+	resp, b = f.do(t, "POST", "/predict", mp, map[string]string{"Content-Type": "application/msgpack", "Accept": "application/json"})
 	require.Equal(t, 400, resp.StatusCode)
 	assert.Contains(t, string(b), `"field":"state.gripper_position"`)
-	resp, _ = f.do(t, "POST", "/predict", []byte{0xc1}, map[string]string{"Content-Type": "application/msgpack"})
+	resp, b = f.do(t, "POST", "/predict", []byte{0xc1}, map[string]string{"Content-Type": "application/msgpack"})
 	require.Equal(t, 422, resp.StatusCode)
+	require.NoError(t, msgpack.Unmarshal(b, &eb))
+	assert.Equal(t, "body", eb.Field)
 }
 
 func nan() float64 { z := 0.0; return z / z }
