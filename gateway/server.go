@@ -435,6 +435,13 @@ func (s *Server) edge(c *fiber.Ctx) error {
 func (s *Server) renderError(c *fiber.Ctx, err error) {
 	he := classify(err, "request")
 	rid, _ := c.Locals("rid").(string)
+	if rid == "" {
+		// Rejected before the middleware ran (fasthttp's body limit).
+		if rid = c.Get(RequestIDHeader); !validRequestID(rid) {
+			rid = newRequestID()
+		}
+		c.Set(RequestIDHeader, rid)
+	}
 	c.Locals("errcode", he.Code)
 	c.Locals("errmsg", he.Err.Error())
 	if he.RetryAfter > 0 {

@@ -499,10 +499,13 @@ func TestBodyTooLarge(t *testing.T) {
 	f := newFixture(t, true, func(c *config.Config, o *Options, d *Deps) { c.MaxBodyBytes = 64 << 10 })
 	url := listen(t, f)
 	defer f.srv.Shutdown(context.Background())
-	st, b, _, err := post(url, body(t, nil))
+	st, b, h, err := post(url, body(t, nil))
 	require.NoError(t, err)
 	require.Equal(t, 413, st, string(b))
 	assert.Contains(t, string(b), `"code":"too_large"`)
+	rid := h.Get(RequestIDHeader)
+	require.NotEmpty(t, rid)
+	assert.Contains(t, string(b), `"request_id":"`+rid+`"`)
 }
 
 func TestTimeout504(t *testing.T) {
