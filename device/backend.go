@@ -73,10 +73,14 @@ type Result struct {
 
 // Facts describes what a backend really serves, for /info.
 type Facts struct {
-	Backend string         // registered backend name, e.g. "cpu"
-	Policy  string         // dtype policy actually used, e.g. "fp32"
-	Stages  []string       // stage names in execution order
-	Extra   map[string]any // backend-specific facts (arena, core map, threads, …)
+	Backend string   // registered backend name, e.g. "cpu"
+	Policy  string   // dtype policy actually used, e.g. "fp32"
+	Stages  []string // stage names in execution order
+	// MaxSeqLen is the longest LLM sequence (input_ids) Predict accepts;
+	// 0 means no fixed limit. The gateway's encoder rejects longer
+	// prompts with a client error naming the instruction.
+	MaxSeqLen int
+	Extra     map[string]any // backend-specific facts (arena, core map, threads, …)
 }
 
 // Options configure Open.

@@ -44,6 +44,11 @@ type Config struct {
 	// MaxTextTokens is L_max: instructions with more tokens are rejected
 	// (not in the file; DROIDMaxTextTokens by default; 0 = no limit).
 	MaxTextTokens int
+	// MaxSeqLen, when positive, is the longest prompt (input_ids) the
+	// backend accepts; a longer one is rejected as an instruction over
+	// L_max = MaxSeqLen − the prompt's other tokens (not in the file; the
+	// gateway sets it from the backend, 0 = no limit).
+	MaxSeqLen int
 	// RequireGrid, when non-zero, is the only image_grid_thw accepted per
 	// frame (the served contract); other frames fail with image.ErrAspect.
 	// Not in the file: for DROID it is the grid of a 320x180 frame under

@@ -243,6 +243,9 @@ func (p *Processor) Process(obs *Observation, opt Options) (*Inputs, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := p.checkSeqLen(pr, jobs); err != nil {
+		return nil, err
+	}
 	for k := range jobs {
 		if jobs[k].chainErr != nil {
 			return nil, jobs[k].chainErr
@@ -298,6 +301,24 @@ func (p *Processor) Process(obs *Observation, opt Options) (*Inputs, error) {
 	in.Timings.Rope = time.Since(tr0)
 	in.Timings.Total = time.Since(t0)
 	return in, nil
+}
+
+// checkSeqLen rejects a prompt longer than MaxSeqLen: as an instruction
+// over L_max when the rest of the prompt fits, else as frames that alone
+// need more tokens than the backend's sequence holds.
+func (p *Processor) checkSeqLen(pr *text.Prompt, jobs []frameJob) error {
+	limit := p.cfg.MaxSeqLen
+	if limit <= 0 || len(pr.InputIDs) <= limit {
+		return nil
+	}
+	nText := len(pr.TextIDs)
+	if lmax := limit - (len(pr.InputIDs) - nText); lmax > 0 {
+		return &text.InstructionError{Field: "instruction", NText: nText, LMax: lmax, Err: text.ErrInstructionTooLong}
+	}
+	j := &jobs[0]
+	return &image.FrameError{Camera: j.camera, Index: -1, Err: fmt.Errorf(
+		"%w: the frames need %d of the %d prompt tokens, the backend serves at most %d",
+		image.ErrFrameSize, len(pr.InputIDs)-nText, len(pr.InputIDs), limit)}
 }
 
 // frame is one job of Process's parallel phase: it decodes the frame (when

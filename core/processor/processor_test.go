@@ -322,3 +322,31 @@ func TestLetterBoxLayout(t *testing.T) {
 	}
 	require.Equal(t, in.SeqLen*3, len(in.PositionIDs))
 }
+
+// TestMaxSeqLen: with no L_max but a backend sequence limit, a prompt that
+// does not fit is an instruction over the derived L_max; frames that alone
+// exceed it are a frame-size error.
+func TestMaxSeqLen(t *testing.T) {
+	base := defaultProcessor(t)
+	cfg := base.Config()
+	cfg.MaxTextTokens = 0
+	cfg.MaxSeqLen = 470 // the demo prompt is 469 tokens, 8 of them text
+	p, err := New(cfg, base.Tokenizer())
+	require.NoError(t, err)
+	r := caseARequest(t)
+	in, err := p.Process(&Observation{Images: r.Images, Instruction: r.Instruction}, Options{})
+	require.NoError(t, err)
+	require.Equal(t, 469, in.SeqLen)
+	_, err = p.Process(&Observation{Images: r.Images, Instruction: r.Instruction + " now please"}, Options{})
+	var ie *text.InstructionError
+	require.ErrorAs(t, err, &ie)
+	require.ErrorIs(t, err, text.ErrInstructionTooLong)
+	require.Equal(t, "instruction", ie.Field)
+	require.Equal(t, 9, ie.LMax)
+	cfg.MaxSeqLen = 400
+	p, err = New(cfg, base.Tokenizer())
+	require.NoError(t, err)
+	_, err = p.Process(&Observation{Images: r.Images, Instruction: r.Instruction}, Options{})
+	require.ErrorIs(t, err, image.ErrFrameSize)
+	require.ErrorContains(t, err, "serves at most 400")
+}

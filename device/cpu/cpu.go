@@ -450,9 +450,10 @@ func (b *Backend) PredictTaps(ctx context.Context, in *device.Inputs, tap Tap) (
 // core_map summary, L1 budget, DiT dims).
 func (b *Backend) Facts() device.Facts {
 	f := device.Facts{
-		Backend: Name,
-		Policy:  b.policy.Name,
-		Stages:  []string{device.StageVision, device.StageLLM, device.StageAdapter, device.StageDenoise},
+		Backend:   Name,
+		Policy:    b.policy.Name,
+		Stages:    []string{device.StageVision, device.StageLLM, device.StageAdapter, device.StageDenoise},
+		MaxSeqLen: b.layout.MaxSeq,
 		Extra: map[string]any{
 			"threads":           b.threads,
 			"checkpoint_sha256": b.digest,

@@ -584,14 +584,6 @@ func Open(ctx context.Context, cfg config.Config, paths Paths, log *slog.Logger,
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer_dir: %w", err)
 	}
-	proc, err := processor.New(pcfg, tok)
-	if err != nil {
-		return nil, err
-	}
-	enc, err := NewEncoder(proc)
-	if err != nil {
-		return nil, err
-	}
 
 	// Backend.
 	log.Info(fmt.Sprintf("Opening device: backend %s (policy %s, threads %d)", cfg.Backend, cfg.Policy, cfg.Threads))
@@ -602,6 +594,16 @@ func Open(ctx context.Context, cfg config.Config, paths Paths, log *slog.Logger,
 	}
 	closers = append(closers, be.Close)
 	log.Info(fmt.Sprintf("Model built in %.1f s", time.Since(t0).Seconds()), "facts", be.Facts())
+
+	pcfg.MaxSeqLen = be.Facts().MaxSeqLen
+	proc, err := processor.New(pcfg, tok)
+	if err != nil {
+		return nil, err
+	}
+	enc, err := NewEncoder(proc)
+	if err != nil {
+		return nil, err
+	}
 
 	mcfg, err := model.LoadConfig(paths.Weights)
 	if err != nil {
