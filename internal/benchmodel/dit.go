@@ -63,59 +63,6 @@ func (w ahWeights) Float32(name string) ([]float32, []int, error) {
 	return synth(name, numel(shape), fanIn(name, shape)), shape, nil
 }
 
-// ahShapes lists every action-head tensor (without prefix) of c.
-func ahShapes(c actionhead.Config) ahWeights {
-	m := ahWeights{}
-	lin := func(name string, out, in int) {
-		m[name+".weight"] = []int{out, in}
-		m[name+".bias"] = []int{out}
-	}
-	cat := func(name string, in, out int) {
-		m[name+".W"] = []int{c.Embodiments, in, out}
-		m[name+".b"] = []int{c.Embodiments, out}
-	}
-	Bd, W := c.BackboneDim, c.Width
-	m["vlln.weight"], m["vlln.bias"] = []int{Bd}, []int{Bd}
-	for i := range c.VLLayers {
-		p := fmt.Sprintf("vl_self_attention.transformer_blocks.%d.", i)
-		for _, n := range []string{"norm1", "norm3"} {
-			m[p+n+".weight"], m[p+n+".bias"] = []int{Bd}, []int{Bd}
-		}
-		for _, n := range []string{"to_q", "to_k", "to_v", "to_out.0"} {
-			lin(p+"attn1."+n, Bd, Bd)
-		}
-		lin(p+"ff.net.0.proj", c.VLFF, Bd)
-		lin(p+"ff.net.2", Bd, c.VLFF)
-	}
-	lin("model.timestep_encoder.timestep_embedder.linear_1", W, c.TimestepInDim)
-	lin("model.timestep_encoder.timestep_embedder.linear_2", W, W)
-	for i := range c.Layers {
-		p := fmt.Sprintf("model.transformer_blocks.%d.", i)
-		kv := W
-		if c.Kind(i) != actionhead.SelfBlock {
-			kv = Bd
-		}
-		lin(p+"norm1.linear", 2*W, W)
-		lin(p+"attn1.to_q", W, W)
-		lin(p+"attn1.to_k", W, kv)
-		lin(p+"attn1.to_v", W, kv)
-		lin(p+"attn1.to_out.0", W, W)
-		lin(p+"ff.net.0.proj", c.FF, W)
-		lin(p+"ff.net.2", W, c.FF)
-	}
-	lin("model.proj_out_1", 2*W, W)
-	lin("model.proj_out_2", c.OutputDim, W)
-	cat("state_encoder.layer1", c.MaxStateDim, c.HiddenSize)
-	cat("state_encoder.layer2", c.HiddenSize, W)
-	cat("action_encoder.W1", c.MaxActionDim, W)
-	cat("action_encoder.W2", 2*W, W)
-	cat("action_encoder.W3", W, W)
-	cat("action_decoder.layer1", c.OutputDim, c.HiddenSize)
-	cat("action_decoder.layer2", c.HiddenSize, c.MaxActionDim)
-	m["position_embedding.weight"] = []int{c.MaxSeqLen, W}
-	return m
-}
-
 // NewDiT loads the action head with kernels k (tensor.DefaultBF16Weights
 // keeps the ~4.2 GB fp32 DiT in ~2.1 GB of bf16 panels, bit-identically)
 // and prepares a DROID-shaped request: S = 469 with image tokens at rows
@@ -126,7 +73,7 @@ func newDiT(c actionhead.Config, k tensor.Kernels) (*DiT, error) {
 	if c.MaxSeqLen < c.Horizon || DiTSeq < 1 {
 		return nil, fmt.Errorf("benchmodel: dit: config %+v does not fit the DROID request", c)
 	}
-	m, err := actionhead.Load(c, ahShapes(c), k, 0)
+	m, err := actionhead.Load(c, ahWeights(c.TensorShapes()), k, 0)
 	if err != nil {
 		return nil, fmt.Errorf("benchmodel: dit: %w", err)
 	}

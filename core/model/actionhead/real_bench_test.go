@@ -54,59 +54,6 @@ func (r randomWeights) Float32(name string) ([]float32, []int, error) {
 	return out, shape, nil
 }
 
-// shapesFor lists every action-head tensor cfg implies (spec §4.5).
-func shapesFor(c Config) map[string][]int {
-	m := map[string][]int{}
-	lin := func(name string, out, in int) {
-		m[name+".weight"] = []int{out, in}
-		m[name+".bias"] = []int{out}
-	}
-	cat := func(name string, in, out int) {
-		m[name+".W"] = []int{c.Embodiments, in, out}
-		m[name+".b"] = []int{c.Embodiments, out}
-	}
-	Bd, W := c.BackboneDim, c.Width
-	m["vlln.weight"], m["vlln.bias"] = []int{Bd}, []int{Bd}
-	for i := range c.VLLayers {
-		p := fmt.Sprintf("vl_self_attention.transformer_blocks.%d.", i)
-		for _, n := range []string{"norm1", "norm3"} {
-			m[p+n+".weight"], m[p+n+".bias"] = []int{Bd}, []int{Bd}
-		}
-		for _, n := range []string{"to_q", "to_k", "to_v", "to_out.0"} {
-			lin(p+"attn1."+n, Bd, Bd)
-		}
-		lin(p+"ff.net.0.proj", c.VLFF, Bd)
-		lin(p+"ff.net.2", Bd, c.VLFF)
-	}
-	lin("model.timestep_encoder.timestep_embedder.linear_1", W, c.TimestepInDim)
-	lin("model.timestep_encoder.timestep_embedder.linear_2", W, W)
-	for i := range c.Layers {
-		p := fmt.Sprintf("model.transformer_blocks.%d.", i)
-		kv := W
-		if c.Kind(i) != SelfBlock {
-			kv = Bd
-		}
-		lin(p+"norm1.linear", 2*W, W)
-		lin(p+"attn1.to_q", W, W)
-		lin(p+"attn1.to_k", W, kv)
-		lin(p+"attn1.to_v", W, kv)
-		lin(p+"attn1.to_out.0", W, W)
-		lin(p+"ff.net.0.proj", c.FF, W)
-		lin(p+"ff.net.2", W, c.FF)
-	}
-	lin("model.proj_out_1", 2*W, W)
-	lin("model.proj_out_2", c.OutputDim, W)
-	cat("state_encoder.layer1", c.MaxStateDim, c.HiddenSize)
-	cat("state_encoder.layer2", c.HiddenSize, W)
-	cat("action_encoder.W1", c.MaxActionDim, W)
-	cat("action_encoder.W2", 2*W, W)
-	cat("action_encoder.W3", W, W)
-	cat("action_decoder.layer1", c.OutputDim, c.HiddenSize)
-	cat("action_decoder.layer2", c.HiddenSize, c.MaxActionDim)
-	m["position_embedding.weight"] = []int{c.MaxSeqLen, W}
-	return m
-}
-
 // TestSyntheticShapes loads a synthetic checkpoint with a config that
 // differs from the tiny one (odd head counts, 3 Euler steps, 6 blocks with
 // attend_text_every_n_blocks 3) and runs it: exercises the shape plumbing
@@ -119,7 +66,7 @@ func TestSyntheticShapes(t *testing.T) {
 		AttendTextEvery: 3, Embodiments: 3, MaxSeqLen: 9, TimestepInDim: 256,
 	}
 	require.NoError(t, c.Validate())
-	m, err := Load(c, randomWeights{shapesFor(c), 1}, tensor.Default(), 2, 0)
+	m, err := Load(c, randomWeights{c.TensorShapes(), 1}, tensor.Default(), 2, 0)
 	require.NoError(t, err)
 	require.Equal(t, []int{2, 0}, m.Embodiments())
 	require.Equal(t, []int{0, 333, 666}, m.Timesteps())
@@ -173,7 +120,7 @@ func BenchmarkDiTStepReal(b *testing.B) {
 	// Block 0 must be an image block to measure 448 keys: attend to text
 	// never in the first pair.
 	c.AttendTextEvery = 2
-	m, err := Load(c, randomWeights{shapesFor(c), 3}, tensor.Default(), 0)
+	m, err := Load(c, randomWeights{c.TensorShapes(), 3}, tensor.Default(), 0)
 	require.NoError(b, err)
 	m.dit[0].kind = ImageBlock
 	dp, err := m.NewDenoisePlan(512)
@@ -220,7 +167,7 @@ func BenchmarkAdapterLayerReal(b *testing.B) {
 	}
 	c := DefaultConfig()
 	c.Layers, c.VLLayers, c.Embodiments = 2, 1, 1
-	m, err := Load(c, randomWeights{shapesFor(c), 4}, tensor.Default(), 0)
+	m, err := Load(c, randomWeights{c.TensorShapes(), 4}, tensor.Default(), 0)
 	require.NoError(b, err)
 	ap, err := m.NewAdapterPlan(512)
 	require.NoError(b, err)
@@ -251,7 +198,7 @@ func BenchmarkDenoiseReal(b *testing.B) {
 	c := DefaultConfig()
 	c.VLLayers, c.Embodiments = 1, 1
 	t0 := time.Now()
-	m, err := Load(c, randomWeights{shapesFor(c), 9}, tensor.Default(), 0)
+	m, err := Load(c, randomWeights{c.TensorShapes(), 9}, tensor.Default(), 0)
 	require.NoError(b, err)
 	b.Logf("load %v", time.Since(t0))
 	dp, err := m.NewDenoisePlan(512)
