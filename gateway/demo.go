@@ -6,6 +6,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+
+	"github.com/gr00tgw/gr00tgw/core/tensor"
 )
 
 // Demo is the shipped demo observation and its golden actions. Warm-up
@@ -47,33 +49,6 @@ func LoadDemo(dir string) (*Demo, error) {
 	return &Demo{Request: req, Golden: golden.Actions, Source: dir}, nil
 }
 
-// PCC is the Pearson correlation of a and b (equal lengths), computed in
-// float64. It returns NaN when either side is constant or the lengths
-// differ or are zero.
-func PCC(a, b []float64) float64 {
-	if len(a) != len(b) || len(a) == 0 {
-		return math.NaN()
-	}
-	var ma, mb float64
-	for i := range a {
-		ma += a[i]
-		mb += b[i]
-	}
-	ma /= float64(len(a))
-	mb /= float64(len(b))
-	var sab, saa, sbb float64
-	for i := range a {
-		da, db := a[i]-ma, b[i]-mb
-		sab += da * db
-		saa += da * da
-		sbb += db * db
-	}
-	if saa == 0 || sbb == 0 {
-		return math.NaN()
-	}
-	return sab / math.Sqrt(saa*sbb)
-}
-
 // comparison is how one set of actions compares with the golden.
 type comparison struct {
 	PCC     float64            `json:"pcc"`
@@ -109,7 +84,7 @@ func compareActions(order []Group, got map[string][][]float64, want map[string][
 		for i := range ga {
 			md = math.Max(md, math.Abs(ga[i]-gb[i]))
 		}
-		c.PerPCC[g.Key] = jsonSafe(PCC(ga, gb))
+		c.PerPCC[g.Key] = jsonSafe(tensor.PCC(ga, gb))
 		c.PerMax[g.Key] = md
 		c.MaxAbs = math.Max(c.MaxAbs, md)
 		fa = append(fa, ga...)
@@ -118,7 +93,7 @@ func compareActions(order []Group, got map[string][][]float64, want map[string][
 	if len(fa) == 0 {
 		return c, fmt.Errorf("no action group in common with the golden")
 	}
-	c.PCC = PCC(fa, fb)
+	c.PCC = tensor.PCC(fa, fb)
 	return c, nil
 }
 

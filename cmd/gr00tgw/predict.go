@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/gr00tgw/gr00tgw/core/tensor"
 	"github.com/gr00tgw/gr00tgw/gateway"
 )
 
@@ -211,11 +212,11 @@ func compareDemo(resp []byte, exp *demoExpected, wall time.Duration) error {
 		for i := range a {
 			md = math.Max(md, math.Abs(a[i]-b[i]))
 		}
-		parts = append(parts, fmt.Sprintf("%s=%.5f/%.4f", k, gateway.PCC(a, b), md))
+		parts = append(parts, fmt.Sprintf("%s=%.5f/%.4f", k, tensor.PCC(a, b), md))
 		all = append(all, a...)
 		allWant = append(allWant, b...)
 	}
-	pcc := gateway.PCC(all, allWant)
+	pcc := tensor.PCC(all, allWant)
 	verdict := "PASS"
 	if !(pcc >= exp.Gates.PCCMin) {
 		verdict = "FAIL"

@@ -11,11 +11,13 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/gr00tgw/gr00tgw/core/model/backbone"
-	"github.com/gr00tgw/gr00tgw/core/npy"
-	"github.com/gr00tgw/gr00tgw/device"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gr00tgw/gr00tgw/core/model/backbone"
+	"github.com/gr00tgw/gr00tgw/core/npy"
+	"github.com/gr00tgw/gr00tgw/core/tensor"
+	"github.com/gr00tgw/gr00tgw/device"
 )
 
 const (
@@ -125,7 +127,7 @@ func TestGoldenEndToEnd(t *testing.T) {
 	// activations over the checkpoint's bf16 weights track it as the fp32
 	// reference does (MANIFEST: fp32 vs bf16 PCC 0.99999).
 	bf := f32(t, "action_pred_bf16")
-	p := pcc(res.ActionPred, bf)
+	p := tensor.PCC(res.ActionPred, bf)
 	t.Logf("action_pred vs action_pred_bf16 PCC %.7f", p)
 	assert.GreaterOrEqual(t, p, 0.9999)
 	require.Len(t, res.Stages, 4)

@@ -3,18 +3,19 @@ package cpu
 import (
 	"context"
 	"encoding/json"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 
-	"github.com/gr00tgw/gr00tgw/core/model/actionhead"
-	"github.com/gr00tgw/gr00tgw/device"
-	"github.com/gr00tgw/gr00tgw/kernels/schedule"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gr00tgw/gr00tgw/core/model/actionhead"
+	"github.com/gr00tgw/gr00tgw/core/tensor"
+	"github.com/gr00tgw/gr00tgw/device"
+	"github.com/gr00tgw/gr00tgw/kernels/schedule"
 )
 
 var (
@@ -29,24 +30,6 @@ func mixedBackend(t testing.TB) *Backend {
 	})
 	require.NoError(t, mixedErr)
 	return mixed
-}
-
-func pcc(a, b []float32) float64 {
-	var ma, mb float64
-	for i := range a {
-		ma += float64(a[i])
-		mb += float64(b[i])
-	}
-	ma /= float64(len(a))
-	mb /= float64(len(b))
-	var sab, saa, sbb float64
-	for i := range a {
-		x, y := float64(a[i])-ma, float64(b[i])-mb
-		sab += x * y
-		saa += x * x
-		sbb += y * y
-	}
-	return sab / math.Sqrt(saa*sbb)
 }
 
 // stepTaps runs case A and returns action_pred and the per-step taps name.
@@ -75,15 +58,15 @@ func TestMixedDiTVsFP32(t *testing.T) {
 	require.Len(t, gotVel, 4)
 	require.Len(t, wantVel, 4)
 	for s := range gotVel {
-		c, cd := pcc(gotVel[s], wantVel[s]), pcc(gotDiT[s], wantDiT[s])
+		c, cd := tensor.PCC(gotVel[s], wantVel[s]), tensor.PCC(gotDiT[s], wantDiT[s])
 		d, rel := maxRel(gotVel[s], wantVel[s])
 		t.Logf("step %d: velocity PCC %.7f (max|d| %.3g, rel %.3g); dit_out PCC %.7f", s, c, d, rel, cd)
 		assert.GreaterOrEqual(t, c, 0.9995, "velocity step %d", s)
 	}
-	c := pcc(gotPred, wantPred)
+	c := tensor.PCC(gotPred, wantPred)
 	d, rel := maxRel(gotPred, wantPred)
 	golden := f32(t, "action_pred")
-	cg := pcc(gotPred, golden)
+	cg := tensor.PCC(gotPred, golden)
 	t.Logf("action_pred: PCC %.7f vs fp32 (max|d| %.3g, rel %.3g); PCC %.7f vs the PyTorch golden", c, d, rel, cg)
 	assert.GreaterOrEqual(t, c, 0.999)
 	assert.GreaterOrEqual(t, cg, 0.999)

@@ -11,10 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gr00tgw/gr00tgw/kernels/arena"
-	"github.com/gr00tgw/gr00tgw/kernels/schedule"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gr00tgw/gr00tgw/core/tensor"
+	"github.com/gr00tgw/gr00tgw/kernels/arena"
+	"github.com/gr00tgw/gr00tgw/kernels/schedule"
 )
 
 // memo caches a WeightSource's tensors (the reference and the packer read
@@ -221,24 +223,6 @@ func randomInputs(d schedule.Dims, seed uint64) inputs {
 	return inputs{x: norm(d.Rows*d.Width, 1), temb: norm(d.Width, 1), vl: norm(rows*d.CrossDim, 1), vlRows: rows, image: image}
 }
 
-func pcc(a, b []float32) float64 {
-	var ma, mb float64
-	for i := range a {
-		ma += float64(a[i])
-		mb += float64(b[i])
-	}
-	ma /= float64(len(a))
-	mb /= float64(len(b))
-	var sab, saa, sbb float64
-	for i := range a {
-		x, y := float64(a[i])-ma, float64(b[i])-mb
-		sab += x * y
-		saa += x * x
-		sbb += y * y
-	}
-	return sab / math.Sqrt(saa*sbb)
-}
-
 func maxRel(got, want []float32) float64 {
 	var scale, m float64
 	for _, w := range want {
@@ -278,7 +262,7 @@ func TestTinyDifferential(t *testing.T) {
 	rel := maxRel(got32, want)
 	assert.Less(t, rel, 1e-5, "fp32 schedule vs reference")
 	got8, _ := runEmu(t, d, arena.MixedDiT(), src, in, 2)
-	p := pcc(got8, want)
+	p := tensor.PCC(got8, want)
 	t.Logf("tiny: fp32 schedule max rel diff %.3g; bfp8_b PCC %.6f (max rel %.3g)", rel, p, maxRel(got8, want))
 	assert.GreaterOrEqual(t, p, 0.999)
 	// worker count does not change a bit
@@ -310,7 +294,7 @@ func TestRealWidthBfp8PCC(t *testing.T) {
 	t0 = time.Now()
 	got, dig := runEmu(t, d, arena.MixedDiT(), src, in, runtime.GOMAXPROCS(0))
 	tEmu := time.Since(t0)
-	p := pcc(got, want)
+	p := tensor.PCC(got, want)
 	t.Logf("real width, %d blocks: bfp8_b PCC %.6f, max rel %.3g; reference %v, pack+emulate %v; arena %s",
 		d.Blocks, p, maxRel(got, want), tRef.Round(time.Millisecond), tEmu.Round(time.Millisecond), dig)
 	assert.GreaterOrEqual(t, p, 0.999)

@@ -6,12 +6,14 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/gr00tgw/gr00tgw/core/npy"
-	"github.com/gr00tgw/gr00tgw/core/safetensors"
-	"github.com/gr00tgw/gr00tgw/kernels/arena"
-	"github.com/gr00tgw/gr00tgw/kernels/schedule"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gr00tgw/gr00tgw/core/npy"
+	"github.com/gr00tgw/gr00tgw/core/safetensors"
+	"github.com/gr00tgw/gr00tgw/core/tensor"
+	"github.com/gr00tgw/gr00tgw/kernels/arena"
+	"github.com/gr00tgw/gr00tgw/kernels/schedule"
 )
 
 // tinyDir is the repository's copy of shared/goldens/n17-tiny (see
@@ -79,7 +81,7 @@ func TestGoldenTinyDiT(t *testing.T) {
 			require.NoError(t, dit.Forward(out, x, temb[k*D:(k+1)*D], kv))
 			got = append(got, out...)
 		}
-		rel, c := maxRel(got, want), pcc(got, want)
+		rel, c := maxRel(got, want), tensor.PCC(got, want)
 		t.Logf("%s arena (%d B, %s): dit_out max rel %.3g, PCC %.7f", p.Name, pl.Size, dig, rel, c)
 		if p.Name == "fp32" {
 			assert.Less(t, rel, 1e-4)
