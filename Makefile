@@ -53,5 +53,15 @@ bench-host:
 bench-model:
 	$(GO) run ./internal/benchmodel/cmd/benchmodel -gemm
 
+# Every fuzz target in the tree for FUZZTIME each (opt-in; not part of test).
+FUZZTIME ?= 10s
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+		for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
+			echo "== $$pkg $$f"; \
+			$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+		done; \
+	done
+
 clean:
 	rm -rf bin build

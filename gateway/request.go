@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -9,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/gr00tgw/gr00tgw/core/b64"
 )
 
 // Request field names, as the reference server spells them.
@@ -556,8 +557,8 @@ func decodeFrames(v *validated) error {
 					s = rest
 				}
 			}
-			buf := make([]byte, base64.StdEncoding.DecodedLen(len(s)))
-			n, err := base64.StdEncoding.Decode(buf, []byte(s))
+			buf := make([]byte, b64.DecodedLen(len(s)))
+			n, err := b64.DecodeString(buf, s)
 			if err != nil {
 				return invalid(fmt.Sprintf("images.%s[%d]", c.Key, i), "images.%s[%d]: not valid base64: %v", c.Key, i, err)
 			}

@@ -16,7 +16,6 @@ package image
 
 import (
 	"bytes"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	goimage "image"
@@ -25,7 +24,8 @@ import (
 	"image/png"
 	"strings"
 	"sync"
-	"unsafe"
+
+	"github.com/gr00tgw/gr00tgw/core/b64"
 )
 
 // RGB is an 8-bit RGB frame, rows top to bottom, pixels interleaved
@@ -298,13 +298,12 @@ func decodeBase64(s string, scratch []byte) ([]byte, []byte, error) {
 		}
 		s = s[i+1:]
 	}
-	n := base64.StdEncoding.DecodedLen(len(s))
+	n := b64.DecodedLen(len(s))
 	if cap(scratch) < n {
 		scratch = make([]byte, n)
 	}
 	scratch = scratch[:n]
-	// Decode only reads src, so viewing the string as bytes is safe.
-	m, err := base64.StdEncoding.Decode(scratch, unsafe.Slice(unsafe.StringData(s), len(s)))
+	m, err := b64.DecodeString(scratch, s)
 	if err != nil {
 		return nil, scratch, fmt.Errorf("%w: base64: %v", ErrUndecodable, err)
 	}
