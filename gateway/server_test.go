@@ -510,12 +510,12 @@ func TestBodyTooLarge(t *testing.T) {
 
 func TestTimeout504(t *testing.T) {
 	f := newFixture(t, true)
-	f.backend.delay = 2 * time.Second
+	f.backend.delay = 30 * time.Second
 	start := time.Now()
 	resp, b := f.do(t, "POST", "/predict", body(t, nil), map[string]string{TimeoutHeader: "0.1"})
 	require.Equal(t, 504, resp.StatusCode, string(b))
 	assert.Contains(t, string(b), `"code":"timeout"`)
-	assert.Less(t, time.Since(start), 1900*time.Millisecond, "did not wait for the 2 s device")
+	assert.Less(t, time.Since(start), 15*time.Second, "did not wait for the 30 s device")
 	resp, _ = f.do(t, "POST", "/predict", body(t, nil), map[string]string{"Grpc-Timeout": "50m"})
 	require.Equal(t, 504, resp.StatusCode)
 
@@ -606,8 +606,8 @@ func TestQueueFull503AndSerialisedDevice(t *testing.T) {
 }
 
 func TestDrainOnShutdown(t *testing.T) {
-	f := newFixture(t, true, func(c *config.Config, o *Options, d *Deps) { c.DrainTimeout = 5 * time.Second })
-	f.backend.delay = 200 * time.Millisecond
+	f := newFixture(t, true, func(c *config.Config, o *Options, d *Deps) { c.DrainTimeout = 30 * time.Second })
+	f.backend.gate = make(chan struct{}) // the device holds the first call until the drain began
 	f.backend.started = make(chan struct{}, 16)
 	url := listen(t, f)
 	b := body(t, nil)
@@ -624,7 +624,11 @@ func TestDrainOnShutdown(t *testing.T) {
 	}
 	<-f.backend.started // one running, the others queued or in flight
 	require.Eventually(t, func() bool { return f.srv.inflightN.Load() == n }, 10*time.Second, 5*time.Millisecond)
-	require.NoError(t, f.srv.Shutdown(context.Background()))
+	shut := make(chan error, 1)
+	go func() { shut <- f.srv.Shutdown(context.Background()) }()
+	require.Eventually(t, func() bool { return f.srv.state.Load() == stateDraining }, 10*time.Second, 5*time.Millisecond)
+	close(f.backend.gate)
+	require.NoError(t, <-shut)
 	for i := 0; i < n; i++ {
 		assert.Equal(t, 200, <-statuses)
 	}
