@@ -4,9 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"hash/crc32"
-	"io"
 
-	"github.com/klauspost/compress/zlib"
+	"github.com/gr00tgw/gr00tgw/core/inflate"
 )
 
 // pngFast decodes the PNG shape camera frames arrive in — 8-bit truecolour
@@ -17,19 +16,16 @@ import (
 // PLTE/tRNS chunks, IDAT split by other chunks, zlib or checksum trouble,
 // missing IEND), makes it report "not handled" so the caller falls back to
 // image/png, which then defines the error. Differential-tested against
-// image/png by TestPNGFastMatchesStdlib and FuzzPNGFast. Inflate uses
-// klauspost/compress (same format and checks as compress/zlib, faster on a
-// *bytes.Reader and allocation-free).
+// image/png by TestPNGFastMatchesStdlib and FuzzPNGFast. The IDAT stream
+// is inflated in one call by core/inflate (strict: exact size, Adler-32,
+// no trailing bytes — anything else goes to image/png) into a reused
+// buffer of filtered scanlines, which are then unfiltered and packed.
 type pngFast struct {
-	zr     io.ReadCloser // zlib reader, reset per image
-	idat   [][]byte      // IDAT payloads in order
-	joined []byte        // concatenated IDAT payloads when there are several
-	br     bytes.Reader  // the zlib stream; a *bytes.Reader gets the inflater's fastest path
-	zero   []uint8       // the all-zero "previous row" of the first scanline
-	row    []uint8       // scanline scratch for colour type 6
-	prev   []uint8
-	filt   []uint8 // filter type byte of each scanline (colour type 2)
-	fbyte  [1]byte
+	inf    inflate.Decoder // one-shot zlib decoder, tables reused
+	idat   [][]byte        // IDAT payloads in order
+	joined []byte          // concatenated IDAT payloads when there are several
+	raw    []uint8         // inflated scanlines: h × (filter byte + row)
+	zero   []uint8         // the all-zero "previous row" of the first scanline
 }
 
 var pngSig = []byte("\x89PNG\r\n\x1a\n")
@@ -52,8 +48,22 @@ func pngHeaderSize(data []byte) (w, h int, ok bool) {
 	return w, h, true
 }
 
+// pngKeepRaw is the largest inflate buffer a pngFast keeps between calls
+// (pooled decoders should not pin the buffer of one huge frame; camera
+// frames need well under 1 MiB).
+const pngKeepRaw = 8 << 20
+
 // decode returns handled=false when the stdlib decoder must take over.
 func (d *pngFast) decode(dst *RGB, data []byte) (handled bool) {
+	handled = d.decodeRaw(dst, data)
+	if cap(d.raw) > pngKeepRaw {
+		d.raw = nil
+	}
+	return handled
+}
+
+// decodeRaw is decode without the buffer-retention policy.
+func (d *pngFast) decodeRaw(dst *RGB, data []byte) (handled bool) {
 	if !bytes.HasPrefix(data, pngSig) {
 		return false
 	}
@@ -117,94 +127,69 @@ func (d *pngFast) decode(dst *RGB, data []byte) (handled bool) {
 		}
 		stream = d.joined
 	}
-	d.br.Reset(stream)
-	if d.zr == nil {
-		zr, err := zlib.NewReader(&d.br)
-		if err != nil {
-			return false
-		}
-		d.zr = zr
-	} else if err := d.zr.(zlib.Resetter).Reset(&d.br, nil); err != nil {
-		return false
-	}
 	bpp := 3
 	if ctype == 6 {
 		bpp = 4
 	}
 	rowBytes := w * bpp
-	dst.setSize(w, h)
+	stride := 1 + rowBytes
+	// Inflate the whole stream at once into the filtered scanlines (filter
+	// byte + row); the decoder checks the exact size and the Adler-32.
+	// DEFLATE expands at most 1032:1 (a 258-byte match in 2 bits), so a
+	// stream too short for the image is rejected before allocating.
+	if uint64(h)*uint64(stride) > 1032*uint64(len(stream))+1032 {
+		return false
+	}
+	if cap(d.raw) < h*stride {
+		d.raw = make([]uint8, h*stride)
+	}
+	raw := d.raw[:h*stride]
+	if _, err := d.inf.Zlib(raw, stream); err != nil {
+		return false
+	}
 	if cap(d.zero) < rowBytes {
 		d.zero = make([]uint8, rowBytes)
 	}
 	d.zero = d.zero[:rowBytes]
 	clear(d.zero)
-	var cur, prev []uint8
-	if ctype == 6 {
-		if cap(d.row) < rowBytes {
-			d.row = make([]uint8, rowBytes)
-			d.prev = make([]uint8, rowBytes)
+	// Unfilter in place (runs of four (AVX2) or two (SSE2) Paeth rows go
+	// through the wavefront kernels), then pack the rows into dst:
+	// truecolour rows are copied, RGBA rows lose their alpha. (Copying
+	// first and unfiltering in dst.Pix measured the same.)
+	row := func(y int) []uint8 { return raw[y*stride+1 : (y+1)*stride] }
+	for y := 0; y < h; y++ {
+		cur, prev := row(y), d.zero
+		if y > 0 {
+			prev = row(y - 1)
 		}
-		cur, prev = d.row[:rowBytes], d.prev[:rowBytes]
-		clear(prev)
+		f := raw[y*stride]
+		if y+3 < h && f == 4 && raw[(y+1)*stride] == 4 && raw[(y+2)*stride] == 4 && raw[(y+3)*stride] == 4 &&
+			paeth4Fast(cur, row(y+1), row(y+2), row(y+3), prev, bpp) {
+			y += 3
+			continue
+		}
+		if f == 4 && y+1 < h && raw[(y+1)*stride] == 4 &&
+			paeth2Fast(cur, row(y+1), prev, bpp) {
+			y++
+			continue
+		}
+		if !unfilter(f, cur, prev, bpp) {
+			return false
+		}
 	}
+	dst.setSize(w, h)
 	if ctype == 2 {
-		// Inflate every scanline into place first (filter bytes aside), then
-		// unfilter, so that runs of four (AVX2) or two (SSE2) Paeth rows can
-		// be unfiltered together by the wavefront kernels.
-		if cap(d.filt) < h {
-			d.filt = make([]uint8, h)
-		}
-		filt := d.filt[:h]
 		for y := 0; y < h; y++ {
-			if _, err := io.ReadFull(d.zr, filt[y:y+1]); err != nil {
-				return false
-			}
-			if _, err := io.ReadFull(d.zr, dst.Pix[y*rowBytes:(y+1)*rowBytes]); err != nil {
-				return false
-			}
+			copy(dst.Pix[y*rowBytes:(y+1)*rowBytes], row(y))
 		}
-		for y := 0; y < h; y++ {
-			cur = dst.Pix[y*rowBytes : (y+1)*rowBytes]
-			if y == 0 {
-				prev = d.zero
-			} else {
-				prev = dst.Pix[(y-1)*rowBytes : y*rowBytes]
-			}
-			if y+3 < h && filt[y] == 4 && filt[y+1] == 4 && filt[y+2] == 4 && filt[y+3] == 4 &&
-				paeth4Fast(cur, dst.Pix[(y+1)*rowBytes:(y+2)*rowBytes], dst.Pix[(y+2)*rowBytes:(y+3)*rowBytes],
-					dst.Pix[(y+3)*rowBytes:(y+4)*rowBytes], prev, bpp) {
-				y += 3
-				continue
-			}
-			if filt[y] == 4 && y+1 < h && filt[y+1] == 4 &&
-				paeth2Fast(cur, dst.Pix[(y+1)*rowBytes:(y+2)*rowBytes], prev, bpp) {
-				y++
-				continue
-			}
-			if !unfilter(filt[y], cur, prev, bpp) {
-				return false
-			}
-		}
+		return true
 	}
-	for y := 0; y < h && ctype == 6; y++ {
-		if _, err := io.ReadFull(d.zr, d.fbyte[:]); err != nil {
-			return false
-		}
-		if _, err := io.ReadFull(d.zr, cur); err != nil {
-			return false
-		}
-		if !unfilter(d.fbyte[0], cur, prev, bpp) {
-			return false
-		}
+	for y := 0; y < h; y++ {
+		cur := row(y)
 		o := dst.Pix[y*w*3 : (y+1)*w*3]
 		for x := 0; x < w; x++ {
 			o[3*x], o[3*x+1], o[3*x+2] = cur[4*x], cur[4*x+1], cur[4*x+2]
 		}
-		cur, prev = prev, cur
-	}
-	// The stream must end here (this also verifies the Adler-32 checksum).
-	if n, err := d.zr.Read(d.fbyte[:]); n != 0 || err != io.EOF {
-		return false
 	}
 	return true
 }

@@ -9,10 +9,12 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/gr00tgw/gr00tgw/core/image"
 	"github.com/gr00tgw/gr00tgw/core/npy"
 	"github.com/gr00tgw/gr00tgw/core/text"
-	"github.com/stretchr/testify/require"
+	"github.com/gr00tgw/gr00tgw/internal/benchcpu"
 )
 
 const caseDir = "../../testdata/n17-tiny/caseA/"
@@ -268,7 +270,7 @@ func benchProcess(b *testing.B, p *Processor, obs *Observation) {
 	var sum Timings
 	n := 0
 	b.ReportAllocs()
-	defer reportCPU(b, cpuTime())
+	defer benchcpu.Report(b, benchcpu.Now())
 	for b.Loop() {
 		in, err := p.Process(obs, Options{PixelValues: buf})
 		if err != nil {

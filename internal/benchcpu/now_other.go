@@ -1,0 +1,7 @@
+//go:build !unix
+
+package benchcpu
+
+import "time"
+
+func now() time.Duration { return 0 }
