@@ -117,6 +117,15 @@ type AreaResizer struct {
 	xofs, ialpha, yofs, ibeta []int32
 	simdA                     []int16 // {a0,a1}×4 per output for hlinearRGBSSE2
 	hrow                      [2][]int32
+
+	// Area-mode linear tables are kept for the last size pair (lkey).
+	lkey   [5]int
+	lvalid bool
+	xmax   int
+	gtab   groupTab   // AVX2 horizontal table (gtab.ok: usable)
+	ztab   zgroupTab  // AVX-512 horizontal table
+	h16    [4][]int16 // horizontal rows for the group kernels, >> 4
+	packed []uint8    // compacted strided source for the non-linear paths
 }
 
 type decimateAlpha struct {
@@ -129,16 +138,38 @@ type decimateAlpha struct {
 // 4.6 cv::resize with INTER_AREA does. cn must be 1..4, all sides ≥ 1,
 // len(src) ≥ sw*sh*cn and len(dst) ≥ dw*dh*cn.
 func (r *AreaResizer) ResizeArea(dst []uint8, dw, dh int, src []uint8, sw, sh, cn int) error {
+	return r.resizeArea(dst, dw, dh, src, sw*cn, sw, sh, cn)
+}
+
+// resizeArea is ResizeArea on a source whose rows are sstride ≥ sw·cn
+// bytes apart (a crop view into a larger image); src needs
+// (sh−1)·sstride + sw·cn bytes.
+func (r *AreaResizer) resizeArea(dst []uint8, dw, dh int, src []uint8, sstride, sw, sh, cn int) error {
 	if cn < 1 || cn > 4 {
 		return fmt.Errorf("image: resize area: %d channels, want 1..4", cn)
 	}
 	if sw < 1 || sh < 1 || dw < 1 || dh < 1 {
 		return fmt.Errorf("image: resize area: %dx%d -> %dx%d: sides must be positive", sw, sh, dw, dh)
 	}
-	if len(src) < sw*sh*cn || len(dst) < dw*dh*cn {
+	if sstride < sw*cn || len(src) < (sh-1)*sstride+sw*cn || len(dst) < dw*dh*cn {
 		return fmt.Errorf("image: resize area: %dx%d -> %dx%d x%d: buffers too small (%d, %d)", sw, sh, dw, dh, cn, len(src), len(dst))
 	}
 	scaleX, scaleY, invX, invY, path := areaScales(sw, sh, dw, dh)
+	if path == AreaLinear {
+		r.linear(dst, dw, dh, src, sstride, sw, sh, cn, scaleX, scaleY, invX, invY)
+		return nil
+	}
+	if sstride != sw*cn {
+		n := sw * cn
+		if cap(r.packed) < n*sh {
+			r.packed = make([]uint8, n*sh)
+		}
+		r.packed = r.packed[:n*sh]
+		for y := 0; y < sh; y++ {
+			copy(r.packed[y*n:(y+1)*n], src[y*sstride:])
+		}
+		src = r.packed
+	}
 	switch path {
 	case AreaCopy:
 		copy(dst[:dw*dh*cn], src[:sw*sh*cn])
@@ -146,8 +177,6 @@ func (r *AreaResizer) ResizeArea(dst []uint8, dw, dh int, src []uint8, sw, sh, c
 		r.fast(dst, dw, dh, src, sw, cn, cvRoundD(scaleX), cvRoundD(scaleY))
 	case AreaGeneric:
 		r.generic(dst, dw, dh, src, sw, sh, cn, scaleX, scaleY)
-	case AreaLinear:
-		r.linear(dst, dw, dh, src, sw, sh, cn, scaleX, scaleY, invX, invY)
 	}
 	return nil
 }
@@ -297,7 +326,24 @@ func (r *AreaResizer) generic(dst []uint8, dw, dh int, src []uint8, sw, sh, cn i
 // linear is resizeGeneric_ with INTER_AREA's "area mode" coefficients:
 // 11-bit fixed-point bilinear (HResizeLinear<uchar,int,short,2048> and the
 // VResizeLinear<uchar,int,short,FixedPtCast<int,uchar,22>> specialisation).
-func (r *AreaResizer) linear(dst []uint8, dw, dh int, src []uint8, sw, sh, cn int, scaleX, scaleY, invX, invY float64) {
+//
+// Source rows are sstep bytes apart. The tables depend only on the sizes
+// and are kept until they change.
+func (r *AreaResizer) linear(dst []uint8, dw, dh int, src []uint8, sstep, sw, sh, cn int, scaleX, scaleY, invX, invY float64) {
+	if key := [5]int{sw, sh, dw, dh, cn}; !r.lvalid || r.lkey != key {
+		r.lvalid = false
+		r.linearTables(dw, dh, sw, cn, scaleX, scaleY, invX, invY)
+		r.lkey, r.lvalid = key, true
+	}
+	if (zgroupKernels() && r.ztab.ok) || (groupKernels() && r.gtab.ok) {
+		r.linearGroup(dst, dw, dh, src, sstep, sw, sh, cn)
+		return
+	}
+	r.linearSSE(dst, dw, dh, src, sstep, sw, sh, cn)
+}
+
+// linearTables computes the coefficient tables of linear for one size pair.
+func (r *AreaResizer) linearTables(dw, dh, sw, cn int, scaleX, scaleY, invX, invY float64) {
 	const one = 2048 // INTER_RESIZE_COEF_SCALE
 	r.xofs = growI32(r.xofs, dw)
 	r.ialpha = growI32(r.ialpha, 2*dw)
@@ -334,10 +380,7 @@ func (r *AreaResizer) linear(dst []uint8, dw, dh int, src []uint8, sw, sh, cn in
 		r.ibeta[2*dy] = satI16(cvRoundF(float32((1 - fy) * one)))
 		r.ibeta[2*dy+1] = satI16(cvRoundF(float32(fy * one)))
 	}
-	width := dw * cn
-	// One spare element: the SIMD horizontal kernel stores 4 lanes per pixel.
-	r.hrow[0] = growI32(r.hrow[0], width+1)[:width+1]
-	r.hrow[1] = growI32(r.hrow[1], width+1)[:width+1]
+	r.xmax = xmax
 	if cn == 3 {
 		if cap(r.simdA) < 8*dw {
 			r.simdA = make([]int16, 8*dw)
@@ -351,10 +394,92 @@ func (r *AreaResizer) linear(dst []uint8, dw, dh int, src []uint8, sw, sh, cn in
 			}
 		}
 	}
+	r.gtab.ok, r.ztab.ok = false, false
+	if width := dw * cn; width >= 32 {
+		xofs, alpha := r.xofs, r.ialpha
+		spec := groupSpec{
+			width: width, rowBytes: sw * cn, np: 1, e: 4,
+			taps: func(j, _ int) (int, int) {
+				dx, c := j/cn, j%cn
+				i0 := int(xofs[dx]) + c
+				if dx < xmax {
+					return i0, i0 + cn
+				}
+				return i0, i0
+			},
+			weight: func(j, _, t, _ int) int32 {
+				dx := j / cn
+				if dx < xmax {
+					return alpha[2*dx+t]
+				}
+				return int32(one * (1 - t))
+			},
+		}
+		r.gtab.build(spec)
+		if r.ztab.build(spec, 2, true); !r.ztab.ok {
+			r.ztab.build(spec, 2, false)
+		}
+		if r.gtab.ok || r.ztab.ok {
+			n := max(16*r.gtab.nblk, 32*r.ztab.nblk)
+			for k := range r.h16 {
+				r.h16[k] = alignedI16(r.h16[k], n)
+			}
+		}
+	}
+}
+
+// linearGroup is linear with the group kernels (AVX-512 when ztab fits,
+// else AVX2; hgroup.go): each needed source row is resized horizontally
+// once into an int16 row (already >> 4, see vlinearI16AVX2) and each
+// output row is the vertical blend of two of them. Rows are 64-byte
+// aligned; the four-row ring keeps the working set in L1. yofs ascends
+// and is never negative (floor of dy·scaleY).
+func (r *AreaResizer) linearGroup(dst []uint8, dw, dh int, src []uint8, sstep, sw, sh, cn int) {
+	width := dw * cn
+	rowBytes := sw * cn
+	yofs, ibeta := r.yofs[:dh], r.ibeta[:2*dh]
+	useZ := zgroupKernels() && r.ztab.ok
+	h := &r.h16
+	row := func(y int) []uint8 { return src[y*sstep : y*sstep+rowBytes] }
+	// Source rows are needed in ascending order, two adjacent ones per
+	// output row: row y lives in slot y&3 and m is the last row resized.
+	// When y enlarges, rows are resized two at a time (one pass over the
+	// tables for both); the extra row is always needed later.
+	last := min(int(yofs[dh-1])+1, sh-1)
+	pairs := useZ && dh >= sh
+	m := -1
+	for dy := 0; dy < dh; dy++ {
+		sy := int(yofs[dy])
+		r0, r1 := min(sy, sh-1), min(sy+1, sh-1)
+		m = max(m, r0-1) // rows below r0 are never needed again
+		for m < r1 {
+			switch {
+			case pairs && m+2 <= last && zgroupI16x2(h[(m+1)&3], h[(m+2)&3], row(m+1), row(m+2), &r.ztab):
+				m += 2
+			case useZ:
+				m++
+				zgroupI16(h[m&3], row(m), &r.ztab)
+			default:
+				m++
+				hgroupI16(h[m&3], row(m), &r.gtab)
+			}
+		}
+		vlinear(dst[dy*width:dy*width+width], h[r0&3], h[r1&3], ibeta[2*dy], ibeta[2*dy+1])
+	}
+}
+
+// linearSSE is linear with int32 rows and the SSE2/SSSE3 kernels (and the
+// scalar loops that finish them); the path of CPUs without AVX2.
+func (r *AreaResizer) linearSSE(dst []uint8, dw, dh int, src []uint8, sstep, sw, sh, cn int) {
+	const one = 2048
+	xmax := r.xmax
+	width := dw * cn
+	// One spare element: the SIMD horizontal kernel stores 4 lanes per pixel.
+	r.hrow[0] = growI32(r.hrow[0], width+1)[:width+1]
+	r.hrow[1] = growI32(r.hrow[1], width+1)[:width+1]
 	rowOf := [2]int{-1, -1} // source row held by hrow[k]
-	sstep := sw * cn
 	hresize := func(h []int32, sy int) {
-		s := src[sy*sstep : sy*sstep+sstep]
+		s := src[sy*sstep : sy*sstep+sw*cn]
 		xofs, alpha := r.xofs[:dw], r.ialpha[:2*dw]
 		if cn == 3 {
 			for dx := hlinearRGBFast(h, src[sy*sstep:], xofs, r.simdA, xmax); dx < xmax; dx++ {

@@ -78,6 +78,54 @@ type bicubicTab struct {
 	npairs int
 	xoff3  []int32
 	simdW  []int16
+
+	// Group-kernel tables (AVX2, AVX-512; hgroup.go) for gcn channels,
+	// built on first use; gcn 0: not built for the current sizes.
+	gcn  int
+	gtab groupTab
+	ztab zgroupTab
+}
+
+// groups builds (on first use for cn channels) the group-kernel tables of
+// a horizontal pass over cn channels and returns t; a table's ok is false
+// when its kernel cannot run this pass (uneven tap counts, weights beyond
+// int16, rows narrower than a block or a window).
+func (t *bicubicTab) groups(cn int) *bicubicTab {
+	if t.gcn != cn {
+		t.gcn = cn
+		t.gtab.ok, t.ztab.ok = false, false
+		n := int(t.xsize[0])
+		even := n >= 1
+		for _, s := range t.xsize {
+			even = even && int(s) == n
+		}
+		if even && t.out*cn >= 32 {
+			spec := groupSpec{
+				width: t.out * cn, rowBytes: t.in * cn,
+				np: (n + 1) / 2, pstride: 2 * cn, e: 8, overlap: true,
+				phases: 1 + n%2,
+				taps: func(j, ph int) (int, int) {
+					i0 := (int(t.xmin[j/cn])-ph)*cn + j%cn
+					if n == 1 {
+						return i0 + ph*cn, i0 + ph*cn
+					}
+					return i0, i0 + cn
+				},
+				weight: func(j, p, tt, ph int) int32 {
+					// Phase 1 puts a zero tap before the first.
+					if k := 2*p + tt - ph; k >= 0 && k < n {
+						return t.k[(j/cn)*t.ksize+k]
+					}
+					return 0
+				},
+			}
+			t.gtab.build(spec)
+			if t.ztab.build(spec, 4, useSharedWindow); !t.ztab.ok {
+				t.ztab.build(spec, 4, false)
+			}
+		}
+	}
+	return t
 }
 
 func (t *bicubicTab) compute(in, out int, kind BicubicKind) {
@@ -85,6 +133,7 @@ func (t *bicubicTab) compute(in, out int, kind BicubicKind) {
 		return
 	}
 	t.in, t.out, t.kind = in, out, kind
+	t.gcn = 0
 	scale := float64(in) / float64(out)
 	filterscale := scale
 	if filterscale < 1 {
@@ -306,6 +355,16 @@ func resampleH(dst []uint8, dw int, src []uint8, sw, sh, cn int, t *bicubicTab) 
 		init = 0
 	}
 	prec := t.prec & 31
+	if groupKernels() && len(dst) >= sh*dw*cn && len(src) >= sh*sw*cn {
+		switch g := t.groups(cn); {
+		case zgroupKernels() && g.ztab.ok:
+			zgroupU8(dst, dw*cn, src, sw*cn, sh, &g.ztab, prec, init)
+			return
+		case g.gtab.ok:
+			hgroupU8(dst, dw*cn, src, sw*cn, sh, &g.gtab, prec, init)
+			return
+		}
+	}
 	for y := 0; y < sh; y++ {
 		s := src[y*sw*cn : (y+1)*sw*cn]
 		d := dst[y*dw*cn : (y+1)*dw*cn]

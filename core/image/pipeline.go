@@ -11,10 +11,11 @@ import (
 // and stay valid until the next call. A Workspace must not be used by two
 // goroutines at once; use one per goroutine or a Pipeline.
 type Workspace struct {
-	cfg  ChainConfig
-	lut  *NormLUT
-	area AreaResizer
-	bic  BicubicResizer
+	cfg ChainConfig
+	lut *NormLUT
+	// One resizer per chain step, so each keeps its tables for its sizes.
+	area1, area2 AreaResizer
+	bic          BicubicResizer
 
 	lbox, r1, crop, eval, resized RGB
 }
@@ -32,12 +33,12 @@ func (ws *Workspace) Config() ChainConfig { return ws.cfg }
 
 // resizeArea resizes src into dst (sized w×h) with INTER_AREA; albumentations
 // returns the input unchanged when the size already matches, so do we.
-func (ws *Workspace) resizeArea(dst *RGB, src *RGB, w, h int) (*RGB, error) {
+func (ws *Workspace) resizeArea(r *AreaResizer, dst *RGB, src *RGB, w, h int) (*RGB, error) {
 	if w == src.W && h == src.H {
 		return src, nil
 	}
 	dst.setSize(w, h)
-	if err := ws.area.ResizeArea(dst.Pix, w, h, src.Pix, src.W, src.H, 3); err != nil {
+	if err := r.ResizeArea(dst.Pix, w, h, src.Pix, src.W, src.H, 3); err != nil {
 		return nil, err
 	}
 	return dst, nil
@@ -65,18 +66,28 @@ func (ws *Workspace) Eval(src *RGB) (*RGB, error) {
 		}
 		cur = &ws.lbox
 	}
-	if cur, err = ws.resizeArea(&ws.r1, cur, sz.Resize1.W, sz.Resize1.H); err != nil {
+	if cur, err = ws.resizeArea(&ws.area1, &ws.r1, cur, sz.Resize1.W, sz.Resize1.H); err != nil {
 		return nil, err
 	}
-	if sz.Crop != sz.Resize1 {
-		ws.crop.setSize(sz.Crop.W, sz.Crop.H)
-		for y := 0; y < sz.Crop.H; y++ {
-			s := cur.Pix[((sz.CropY+y)*cur.W+sz.CropX)*3:]
-			copy(ws.crop.Pix[y*sz.Crop.W*3:(y+1)*sz.Crop.W*3], s)
-		}
-		cur = &ws.crop
+	if sz.Crop == sz.Resize1 {
+		return ws.resizeArea(&ws.area2, &ws.eval, cur, sz.Eval.W, sz.Eval.H)
 	}
-	return ws.resizeArea(&ws.eval, cur, sz.Eval.W, sz.Eval.H)
+	if sz.Eval != sz.Crop {
+		// The second resize reads the crop as a view into cur (rows
+		// cur.W·3 bytes apart): no copy.
+		ws.eval.setSize(sz.Eval.W, sz.Eval.H)
+		view := cur.Pix[(sz.CropY*cur.W+sz.CropX)*3:]
+		if err := ws.area2.resizeArea(ws.eval.Pix, sz.Eval.W, sz.Eval.H, view, cur.W*3, sz.Crop.W, sz.Crop.H, 3); err != nil {
+			return nil, err
+		}
+		return &ws.eval, nil
+	}
+	ws.crop.setSize(sz.Crop.W, sz.Crop.H)
+	for y := 0; y < sz.Crop.H; y++ {
+		s := cur.Pix[((sz.CropY+y)*cur.W+sz.CropX)*3:]
+		copy(ws.crop.Pix[y*sz.Crop.W*3:(y+1)*sz.Crop.W*3], s)
+	}
+	return &ws.crop, nil
 }
 
 // QwenResize applies smart_resize and torch's uint8 antialiased bicubic to
