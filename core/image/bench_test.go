@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"sort"
 	"testing"
+
+	"github.com/gr00tgw/gr00tgw/internal/benchcpu"
 )
 
 func caseAPNGs(b *testing.B) [][]byte {
@@ -29,7 +31,7 @@ func BenchmarkDecodePNG320x180(b *testing.B) {
 	data := caseAPNGs(b)[0]
 	var f RGB
 	b.ReportAllocs()
-	defer reportCPU(b, cpuTime())
+	defer benchcpu.Report(b, benchcpu.Now())
 	b.SetBytes(int64(len(data)))
 	for b.Loop() {
 		if err := Decode(&f, data, DefaultLimits); err != nil {
@@ -47,7 +49,7 @@ func BenchmarkEvalChain320x180(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
-	defer reportCPU(b, cpuTime())
+	defer benchcpu.Report(b, benchcpu.Now())
 	for b.Loop() {
 		ev, err := ws.Eval(frames[0])
 		if err != nil {
@@ -66,7 +68,7 @@ func BenchmarkPatchify(b *testing.B) {
 	lut := NewNormLUT(&cfg)
 	dst := make([]float32, cfg.PatchifyRows(448, 256)*cfg.RowWidth())
 	b.ReportAllocs()
-	defer reportCPU(b, cpuTime())
+	defer benchcpu.Report(b, benchcpu.Now())
 	b.SetBytes(int64(len(dst) * 4))
 	for b.Loop() {
 		if _, err := cfg.Patchify(dst, img, lut); err != nil {
@@ -88,7 +90,7 @@ func BenchmarkEncodeRequest4Frames(b *testing.B) {
 	dst := make([]float32, 4*448*1536)
 	done := make(chan error, 4)
 	b.ReportAllocs()
-	defer reportCPU(b, cpuTime())
+	defer benchcpu.Report(b, benchcpu.Now())
 	for b.Loop() {
 		for i := range frames {
 			go func() {
@@ -114,7 +116,7 @@ func BenchmarkResizeArea1080p(b *testing.B) {
 	dst := make([]uint8, 455*256*3)
 	var r AreaResizer
 	b.ReportAllocs()
-	defer reportCPU(b, cpuTime())
+	defer benchcpu.Report(b, benchcpu.Now())
 	for b.Loop() {
 		_ = r.ResizeArea(dst, 455, 256, src, 1920, 1080, 3)
 	}
@@ -127,7 +129,7 @@ func BenchmarkStageAreaUp320x180(b *testing.B) {
 	dst := make([]uint8, 455*256*3)
 	var r AreaResizer
 	b.ReportAllocs()
-	defer reportCPU(b, cpuTime())
+	defer benchcpu.Report(b, benchcpu.Now())
 	for b.Loop() {
 		_ = r.ResizeArea(dst, 455, 256, src, 320, 180, 3)
 	}
@@ -139,7 +141,7 @@ func BenchmarkStageBicubic455to448(b *testing.B) {
 	dst := make([]uint8, 448*256*3)
 	var r BicubicResizer
 	b.ReportAllocs()
-	defer reportCPU(b, cpuTime())
+	defer benchcpu.Report(b, benchcpu.Now())
 	for b.Loop() {
 		_ = r.ResizeBicubic(BicubicTorch, dst, 448, 256, src, 455, 256, 3)
 	}

@@ -1,6 +1,10 @@
 package image
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/gr00tgw/gr00tgw/internal/benchcpu"
+)
 
 // kernelLevel is one selectable set of resize kernels (see kernelLevels).
 type kernelLevel struct {
@@ -20,7 +24,7 @@ func BenchmarkResizeKernels(b *testing.B) {
 			defer l.set()()
 			var r AreaResizer
 			b.ReportAllocs()
-			defer reportCPU(b, cpuTime())
+			defer benchcpu.Report(b, benchcpu.Now())
 			for b.Loop() {
 				_ = r.ResizeArea(dst, 455, 256, up, 320, 180, 3)
 			}
@@ -30,7 +34,7 @@ func BenchmarkResizeKernels(b *testing.B) {
 			var r AreaResizer
 			view := r1[(6*455+11)*3:]
 			b.ReportAllocs()
-			defer reportCPU(b, cpuTime())
+			defer benchcpu.Report(b, benchcpu.Now())
 			for b.Loop() {
 				_ = r.resizeArea(dst, 455, 256, view, 455*3, 432, 243, 3)
 			}
@@ -39,7 +43,7 @@ func BenchmarkResizeKernels(b *testing.B) {
 			defer l.set()()
 			var r BicubicResizer
 			b.ReportAllocs()
-			defer reportCPU(b, cpuTime())
+			defer benchcpu.Report(b, benchcpu.Now())
 			for b.Loop() {
 				_ = r.ResizeBicubic(BicubicTorch, dst, 448, 256, r1, 455, 256, 3)
 			}
@@ -84,7 +88,7 @@ func BenchmarkEvalQwenOldVsNew(b *testing.B) {
 		}
 		var o evalQwenOld
 		b.ReportAllocs()
-		defer reportCPU(b, cpuTime())
+		defer benchcpu.Report(b, benchcpu.Now())
 		for b.Loop() {
 			o.run(frames[0])
 		}
@@ -97,7 +101,7 @@ func BenchmarkEvalQwenOldVsNew(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ReportAllocs()
-			defer reportCPU(b, cpuTime())
+			defer benchcpu.Report(b, benchcpu.Now())
 			for b.Loop() {
 				ev, err := ws.Eval(frames[0])
 				if err != nil {
