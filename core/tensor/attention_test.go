@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gr00tgw/gr00tgw/internal/benchcpu"
 )
 
 // naiveAttention is the float64 reference of AttentionArgs.
@@ -168,11 +170,11 @@ func BenchmarkAttention(b *testing.B) {
 			at.Run(a)
 			b.ReportAllocs()
 			b.ResetTimer()
-			c0 := processCPU()
+			c0 := benchcpu.Now()
 			for i := 0; i < b.N; i++ {
 				at.Run(a)
 			}
-			cpu := processCPU() - c0
+			cpu := benchcpu.Now() - c0
 			flop := 4 * float64(c.nq) * float64(c.nk) * float64(c.heads*c.hd) * float64(b.N)
 			if c.causal {
 				flop /= 2

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"testing"
+
+	"github.com/gr00tgw/gr00tgw/internal/benchcpu"
 )
 
 // benchShapes are the GR00T N1.7 GEMM shapes at real size (m, n, k) with
@@ -78,11 +80,11 @@ func BenchmarkMatMul(b *testing.B) {
 				kv.k.MatMul(y, x, s.m, ws[0], bias) // warm-up
 				b.ReportAllocs()
 				b.ResetTimer()
-				c0 := processCPU()
+				c0 := benchcpu.Now()
 				for i := 0; i < b.N; i++ {
 					kv.k.MatMul(y, x, s.m, ws[i%len(ws)], bias)
 				}
-				cpu := processCPU() - c0
+				cpu := benchcpu.Now() - c0
 				flop := 2 * float64(s.m) * float64(s.n) * float64(s.k) * float64(b.N)
 				b.ReportMetric(flop/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 				// Speed on dedicated cores: flops per (CPU time ÷ threads).

@@ -5,21 +5,11 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-)
 
-// processCPU is the user+system CPU time of the whole process: a MatMul's
-// CPU time ÷ threads estimates its speed on dedicated cores when the shared
-// machine steals time (an overestimate by any idle wait at the end).
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
+	"github.com/gr00tgw/gr00tgw/internal/benchcpu"
+)
 
 // TestTune is a manual tuning aid that interleaves blocking configurations
 // and keeps the best time of each (the machine is shared and noisy):
@@ -73,11 +63,11 @@ func TestTune(t *testing.T) {
 			for i, kc := range kcs {
 				blockKC = kc
 				for j, v := range kerns {
-					c0 := processCPU()
+					c0 := benchcpu.Now()
 					t0 := time.Now()
 					v.Kernels.MatMul(y, x, s.m, ws[j][rep%s.rotate], nil)
 					best[i*len(kerns)+j] = min(best[i*len(kerns)+j], time.Since(t0))
-					bestCPU[i*len(kerns)+j] = min(bestCPU[i*len(kerns)+j], processCPU()-c0)
+					bestCPU[i*len(kerns)+j] = min(bestCPU[i*len(kerns)+j], benchcpu.Now()-c0)
 				}
 			}
 		}

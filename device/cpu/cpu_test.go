@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -18,6 +17,7 @@ import (
 	"github.com/gr00tgw/gr00tgw/core/npy"
 	"github.com/gr00tgw/gr00tgw/core/tensor"
 	"github.com/gr00tgw/gr00tgw/device"
+	"github.com/gr00tgw/gr00tgw/internal/benchcpu"
 )
 
 const (
@@ -75,14 +75,6 @@ func tinyBackend(t testing.TB) *Backend {
 	})
 	require.NoError(t, openErr)
 	return shared
-}
-
-// cpuSeconds is the process's user+system CPU time (the machine is shared:
-// CPU time tracks work better than wall time).
-func cpuSeconds() float64 {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }
 
 func maxRel(got, want []float32) (maxAbs, rel float64) {
@@ -252,7 +244,7 @@ func benchPredict(b *testing.B, be *Backend) {
 	sums := map[string]float64{}
 	b.ReportAllocs()
 	n := 0
-	c0 := cpuSeconds()
+	c0 := benchcpu.Now().Seconds()
 	for b.Loop() {
 		res, err := be.Predict(ctx, in)
 		if err != nil {
@@ -266,7 +258,7 @@ func benchPredict(b *testing.B, be *Backend) {
 	for name, v := range sums {
 		b.ReportMetric(v/float64(n), name+"-ms")
 	}
-	b.ReportMetric((cpuSeconds()-c0)*1000/float64(n), "cpu-ms/op")
+	b.ReportMetric((benchcpu.Now().Seconds()-c0)*1000/float64(n), "cpu-ms/op")
 }
 
 // TestPredictConcurrentCallers: concurrent Predicts are serialised by the

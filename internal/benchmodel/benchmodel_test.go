@@ -10,6 +10,7 @@ import (
 
 	"github.com/gr00tgw/gr00tgw/core/model/actionhead"
 	"github.com/gr00tgw/gr00tgw/core/tensor"
+	"github.com/gr00tgw/gr00tgw/internal/benchcpu"
 )
 
 func TestSynthIsBF16AndDeterministic(t *testing.T) {
@@ -94,7 +95,7 @@ func BenchmarkViTBlock(b *testing.B) {
 	vb.ResetViT()
 	require.NoError(b, vb.ViTBlock())
 	b.ReportAllocs()
-	c0 := CPUTime()
+	c0 := benchcpu.Now()
 	for b.Loop() {
 		b.StopTimer()
 		vb.ResetViT()
@@ -105,7 +106,7 @@ func BenchmarkViTBlock(b *testing.B) {
 	}
 	n := float64(b.N)
 	b.ReportMetric(vb.ViTFLOPs()/1e9/(b.Elapsed().Seconds()/n), "GFLOP/s")
-	b.ReportMetric(float64((CPUTime()-c0).Milliseconds())/n, "cpu-ms/op")
+	b.ReportMetric(float64((benchcpu.Now()-c0).Milliseconds())/n, "cpu-ms/op")
 }
 
 // BenchmarkLLMLayer times one real-size Qwen3 decoder layer over S = 469
@@ -119,7 +120,7 @@ func BenchmarkLLMLayer(b *testing.B) {
 	defer vb.Close()
 	require.NoError(b, vb.LLMLayer())
 	b.ReportAllocs()
-	c0 := CPUTime()
+	c0 := benchcpu.Now()
 	for b.Loop() {
 		if err := vb.LLMLayer(); err != nil {
 			b.Fatal(err)
@@ -127,7 +128,7 @@ func BenchmarkLLMLayer(b *testing.B) {
 	}
 	n := float64(b.N)
 	b.ReportMetric(vb.LLMFLOPs()/1e9/(b.Elapsed().Seconds()/n), "GFLOP/s")
-	b.ReportMetric(float64((CPUTime()-c0).Milliseconds())/n, "cpu-ms/op")
+	b.ReportMetric(float64((benchcpu.Now()-c0).Milliseconds())/n, "cpu-ms/op")
 }
 
 // BenchmarkDiTStep runs complete real-size denoise Runs (32 blocks, bf16

@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/gr00tgw/gr00tgw/core/model/actionhead"
 	"github.com/gr00tgw/gr00tgw/core/tensor"
+	"github.com/gr00tgw/gr00tgw/internal/benchcpu"
 )
 
 // DROID request: S = 469 VL tokens, 448 of them image tokens.
@@ -178,15 +178,8 @@ type instant struct {
 	cpu  time.Duration
 }
 
-func now() instant { return instant{wall: time.Now(), cpu: CPUTime()} }
+func now() instant { return instant{wall: time.Now(), cpu: benchcpu.Now()} }
 
 func (a instant) sub(b instant) Timing {
 	return Timing{Wall: a.wall.Sub(b.wall), CPU: a.cpu - b.cpu}
-}
-
-// CPUTime is the process's user + system CPU time.
-func CPUTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

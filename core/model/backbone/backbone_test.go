@@ -10,11 +10,13 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/gr00tgw/gr00tgw/core/model"
 	"github.com/gr00tgw/gr00tgw/core/npy"
 	"github.com/gr00tgw/gr00tgw/core/tensor"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
+	"github.com/gr00tgw/gr00tgw/internal/benchcpu"
 )
 
 const (
@@ -294,7 +296,7 @@ func BenchmarkBackboneTiny(b *testing.B) {
 	require.NoError(b, err)
 	defer r.Close()
 	b.ReportAllocs()
-	c0 := cpuSeconds()
+	c0 := benchcpu.Now().Seconds()
 	for b.Loop() {
 		vo, err := r.Vision(in.pix, in.rows, in.cols, in.grids, nil)
 		if err != nil {
@@ -304,7 +306,7 @@ func BenchmarkBackboneTiny(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric((cpuSeconds()-c0)*1000/float64(b.N), "cpu-ms/op")
+	b.ReportMetric((benchcpu.Now().Seconds()-c0)*1000/float64(b.N), "cpu-ms/op")
 }
 
 // TestVisionBlockMatchesVision: VisionBlock(i) on block i−1's output
@@ -387,11 +389,11 @@ func BenchmarkAttentionRealVision(b *testing.B) {
 	}
 	run()
 	b.ReportAllocs()
-	c0 := cpuSeconds()
+	c0 := benchcpu.Now().Seconds()
 	for b.Loop() {
 		run()
 	}
-	cpu := (cpuSeconds() - c0) / float64(b.N)
+	cpu := (benchcpu.Now().Seconds() - c0) / float64(b.N)
 	flop := float64(4 * heads * seg * seg * hd * 4)
 	b.ReportMetric(flop/1e9/(b.Elapsed().Seconds()/float64(b.N)), "GFLOP/s")
 	b.ReportMetric(flop/1e9/cpu, "GFLOP/cpu-s")

@@ -3,7 +3,6 @@ package backbone
 import (
 	"math"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
@@ -30,14 +29,6 @@ func TestVectorLoops(t *testing.T) {
 			}
 		}
 	}
-}
-
-// cpuSeconds is this process's user+system CPU time: on a shared, loaded
-// machine it measures work better than wall time.
-func cpuSeconds() float64 {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }
 
 // TestRopeJob: the parallel rotary job equals the scalar formula, for

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gr00tgw/gr00tgw/core/model"
 	"github.com/gr00tgw/gr00tgw/core/tensor"
+	"github.com/gr00tgw/gr00tgw/internal/benchcpu"
 )
 
 // randomSource draws every planned tensor from N(0, 1/fan-in) (norm
@@ -89,21 +90,21 @@ func BenchmarkRealWidth(b *testing.B) {
 	var vis, llm, visCPU, llmCPU float64
 	b.ReportAllocs()
 	for b.Loop() {
-		c0 := cpuSeconds()
+		c0 := benchcpu.Now().Seconds()
 		t0 := nowSeconds()
 		vo, err := r.Vision(pix, rows, 1536, grids, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
 		t1 := nowSeconds()
-		c1 := cpuSeconds()
+		c1 := benchcpu.Now().Seconds()
 		if _, err := r.LLM(ids, nil, pos, vo, nil); err != nil {
 			b.Fatal(err)
 		}
 		vis += t1 - t0
 		llm += nowSeconds() - t1
 		visCPU += c1 - c0
-		llmCPU += cpuSeconds() - c1
+		llmCPU += benchcpu.Now().Seconds() - c1
 	}
 	n := float64(b.N)
 	b.ReportMetric(vis/n*1000, "vision2blk-ms")

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/gr00tgw/gr00tgw/core/tensor"
+	"github.com/gr00tgw/gr00tgw/internal/benchcpu"
 	"github.com/gr00tgw/gr00tgw/internal/benchmodel"
 )
 
@@ -179,11 +180,11 @@ func best(reps int, threads float64, setup func(), fn func() error) (result, err
 		if setup != nil {
 			setup()
 		}
-		c0, w0 := benchmodel.CPUTime(), time.Now()
+		c0, w0 := benchcpu.Now(), time.Now()
 		if err := fn(); err != nil {
 			return result{}, err
 		}
-		w, c := time.Since(w0), benchmodel.CPUTime()-c0
+		w, c := time.Since(w0), benchcpu.Now()-c0
 		if i >= 0 {
 			r.ms = min(r.ms, ms(w))
 			r.cpuMs = min(r.cpuMs, ms(c)/threads)
