@@ -140,18 +140,23 @@ func (d *pngFast) decodeRaw(dst *RGB, data []byte) (handled bool) {
 	if uint64(h)*uint64(stride) > 1032*uint64(len(stream))+1032 {
 		return false
 	}
-	if cap(d.raw) < h*stride {
-		d.raw = make([]uint8, h*stride)
+	if cap(d.raw) < h*stride+pngRawSlack {
+		d.raw = make([]uint8, h*stride+pngRawSlack)
 	}
 	raw := d.raw[:h*stride]
 	if _, err := d.inf.Zlib(raw, stream); err != nil {
 		return false
 	}
-	if cap(d.zero) < rowBytes {
-		d.zero = make([]uint8, rowBytes)
+	if cap(d.zero) < rowBytes+pngRawSlack {
+		d.zero = make([]uint8, rowBytes+pngRawSlack)
 	}
-	d.zero = d.zero[:rowBytes]
+	d.zero = d.zero[:rowBytes+pngRawSlack]
 	clear(d.zero)
+	if ctype == 2 && paeth8Enabled() {
+		// Unfilter straight into dst (8/16-row AVX-512 Paeth kernels).
+		dst.setSize(w, h)
+		return unfilterRGBOut(dst.Pix, d.raw[:h*stride+pngRawSlack], d.zero, w, h)
+	}
 	// Unfilter in place (runs of four (AVX2) or two (SSE2) Paeth rows go
 	// through the wavefront kernels), then pack the rows into dst:
 	// truecolour rows are copied, RGBA rows lose their alpha. (Copying

@@ -1,0 +1,18 @@
+//go:build !amd64 || purego
+
+package image
+
+// paeth8Out has no SIMD version on this architecture: it does nothing and
+// reports false.
+func paeth8Out(dst []uint8, dstride int, src []uint8, sstride int, prev []uint8, n int) bool {
+	return false
+}
+
+// paeth8Enabled is false: this build has no eight-row Paeth kernel.
+func paeth8Enabled() bool { return false }
+
+// paeth16Out has no SIMD version on this architecture: it does nothing and
+// reports false.
+func paeth16Out(dst []uint8, dstride int, src []uint8, sstride int, prev []uint8, n int) bool {
+	return false
+}
