@@ -161,6 +161,7 @@ const droidAspectHint = " (accepted: landscape frames with width/height in [1.68
 type frameJob struct {
 	camera string
 	t      int // index into VideoDeltaIndices
+	index  int // position in model order
 	b64    string
 	dec    *decBuf // pooled decode memory behind src (base64 input only)
 	src    *image.RGB
@@ -207,8 +208,20 @@ func (p *Processor) Process(obs *Observation, opt Options) (*Inputs, error) {
 	}()
 
 	// Per frame, in parallel: decode, the frame's own checks, eval chain
-	// and smart_resize.
-	p.each(jobs, func(j *frameJob) { p.frame(j, obs.Frames == nil, opt.KeepFrames) })
+	// and smart_resize — and, when the served grid is fixed (every frame's
+	// pixel_values rows are known in advance), patchify while the resized
+	// frame is still in cache.
+	var fixed []float32
+	if rg := p.cfg.RequireGrid; rg != (image.Grid{}) {
+		fixed = p.pixelBuffer(in, len(jobs)*rg.Rows(), opt.PixelValues)
+	}
+	p.each(jobs, func(j *frameJob) {
+		p.frame(j, obs.Frames == nil, opt.KeepFrames)
+		if fixed != nil && j.resized != nil && j.chainErr == nil {
+			j.off = j.index * j.rows
+			p.patchify(j, fixed, in.RowWidth)
+		}
+	})
 	for k := range jobs {
 		if jobs[k].decErr != nil {
 			return nil, jobs[k].decErr
@@ -253,22 +266,10 @@ func (p *Processor) Process(obs *Observation, opt Options) (*Inputs, error) {
 	}
 
 	ti := time.Now()
-	in.Rows = rows
-	if n := rows * in.RowWidth; cap(opt.PixelValues) >= n {
-		in.PixelValues = opt.PixelValues[:n]
-	} else {
-		in.PixelValues = make([]float32, n)
+	if fixed == nil {
+		p.pixelBuffer(in, rows, opt.PixelValues)
+		p.each(jobs, func(j *frameJob) { p.patchify(j, in.PixelValues, in.RowWidth) })
 	}
-	p.each(jobs, func(j *frameJob) {
-		dst := in.PixelValues[j.off*in.RowWidth : (j.off+j.rows)*in.RowWidth]
-		g, err := p.cfg.Chain.Patchify(dst, j.resized, p.lut)
-		if err == nil && g != j.grid {
-			err = fmt.Errorf("image: grid %v, planned %v", g, j.grid)
-		}
-		if err != nil {
-			j.chainErr = &image.FrameError{Camera: j.camera, Index: j.t, Err: err}
-		}
-	})
 	for k := range jobs {
 		if jobs[k].chainErr != nil {
 			return nil, jobs[k].chainErr
@@ -301,6 +302,31 @@ func (p *Processor) Process(obs *Observation, opt Options) (*Inputs, error) {
 	in.Timings.Rope = time.Since(tr0)
 	in.Timings.Total = time.Since(t0)
 	return in, nil
+}
+
+// pixelBuffer sizes in.PixelValues for rows rows, on reuse when its
+// capacity suffices, and returns it.
+func (p *Processor) pixelBuffer(in *Inputs, rows int, reuse []float32) []float32 {
+	in.Rows = rows
+	if n := rows * in.RowWidth; cap(reuse) >= n {
+		in.PixelValues = reuse[:n]
+	} else {
+		in.PixelValues = make([]float32, n)
+	}
+	return in.PixelValues
+}
+
+// patchify writes job j's pixel_values rows (from j.off) into pv.
+func (p *Processor) patchify(j *frameJob, pv []float32, rw int) {
+	t0 := time.Now()
+	g, err := p.cfg.Chain.Patchify(pv[j.off*rw:(j.off+j.rows)*rw], j.resized, p.lut)
+	if err == nil && g != j.grid {
+		err = fmt.Errorf("image: grid %v, planned %v", g, j.grid)
+	}
+	if err != nil {
+		j.chainErr = &image.FrameError{Camera: j.camera, Index: j.t, Err: err}
+	}
+	j.chained += time.Since(t0)
 }
 
 // checkSeqLen rejects a prompt longer than MaxSeqLen: as an instruction
@@ -431,7 +457,7 @@ func (p *Processor) plan(obs *Observation) ([]frameJob, error) {
 	jobs := make([]frameJob, 0, nT*nC)
 	for t := range nT {
 		for _, cam := range p.cfg.Cameras {
-			j := frameJob{camera: cam, t: t}
+			j := frameJob{camera: cam, t: t, index: len(jobs)}
 			if obs.Frames != nil {
 				j.src = obs.Frames[cam][t]
 				if j.src == nil || j.src.W < 1 || j.src.H < 1 || len(j.src.Pix) != j.src.W*j.src.H*3 {

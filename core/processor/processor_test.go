@@ -352,3 +352,24 @@ func TestMaxSeqLen(t *testing.T) {
 	require.ErrorIs(t, err, image.ErrFrameSize)
 	require.ErrorContains(t, err, "serves at most 400")
 }
+
+// TestFreeGridSamePixels: without a served grid (frames patchified after
+// the layout is known) pixel_values equal the fixed-grid path's (frames
+// patchified inside their jobs).
+func TestFreeGridSamePixels(t *testing.T) {
+	base := defaultProcessor(t)
+	require.NotEqual(t, image.Grid{}, base.Config().RequireGrid)
+	cfg := base.Config()
+	cfg.RequireGrid = image.Grid{}
+	free, err := New(cfg, base.Tokenizer())
+	require.NoError(t, err)
+	r := caseARequest(t)
+	obs := &Observation{Images: r.Images, Instruction: r.Instruction}
+	a, err := base.Process(obs, Options{})
+	require.NoError(t, err)
+	b, err := free.Process(obs, Options{})
+	require.NoError(t, err)
+	require.Equal(t, a.Rows, b.Rows)
+	require.Equal(t, a.PixelValues, b.PixelValues)
+	require.Equal(t, a.PositionIDs, b.PositionIDs)
+}
