@@ -69,6 +69,8 @@ type ActionGroup struct {
 // order of Description.Actions.
 type PostOutput struct {
 	Actions []ActionGroup
+
+	vals []float32 // backing store of every group's Values (PostInto reuses it)
 }
 
 var builders = sync.Pool{New: func() any { return new(envelope.Builder) }}
@@ -134,6 +136,17 @@ func attrs(b *envelope.Builder, id, emb, dtype string) {
 // ErrPoolExhausted, ErrClosed, or *CallError (ErrTimeout, ErrTrap,
 // ErrBadPointer).
 func (p *Plugin) Pre(ctx context.Context, in *PreInput) (*PreOutput, error) {
+	out := &PreOutput{}
+	if err := p.PreInto(ctx, in, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// PreInto is Pre writing the result into out, reusing out.State's
+// capacity: a caller that keeps one PreOutput per worker allocates nothing
+// per request. On error out is unspecified.
+func (p *Plugin) PreInto(ctx context.Context, in *PreInput, out *PreOutput) error {
 	b := builders.Get().(*envelope.Builder)
 	defer builders.Put(b)
 	b.Reset()
@@ -147,18 +160,12 @@ func (p *Plugin) Pre(ctx context.Context, in *PreInput) (*PreOutput, error) {
 		b.Descriptor(prefixed(p.names.video, abi.VideoPrefix, c.Key), envelope.Uint8, []int64{int64(c.Frames), int64(c.Height), int64(c.Width), int64(ch)})
 	}
 	if err := p.stateTensors(b, "pre", in.State); err != nil {
-		return nil, err
+		return err
 	}
-	msg, err := b.Bytes()
-	if err != nil {
-		return nil, &GuestError{Plugin: p.name, Stage: "pre", Code: "request_too_large", Message: err.Error()}
+	if err := b.Err(); err != nil {
+		return &GuestError{Plugin: p.name, Stage: "pre", Code: "request_too_large", Message: err.Error()}
 	}
-	out := &PreOutput{}
-	err = p.invoke(ctx, "pre", msg, func(body []byte) error {
-		var e envelope.Envelope
-		if err := e.Decode(body); err != nil {
-			return err
-		}
+	return p.invoke(ctx, "pre", b, func(e *envelope.Envelope) error {
 		t := e.Tensor(abi.TensorState)
 		if t == nil {
 			return fmt.Errorf("pre result has no %q tensor", abi.TensorState)
@@ -170,20 +177,28 @@ func (p *Plugin) Pre(ctx context.Context, in *PreInput) (*PreOutput, error) {
 		if len(v) != p.desc.MaxStateDim {
 			return fmt.Errorf("pre result state has %d values, describe says max_state_dim %d", len(v), p.desc.MaxStateDim)
 		}
-		out.State = append([]float32(nil), v...)
+		out.State = append(out.State[:0], v...)
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 // Post decodes a normalised action chunk into physical actions. Errors as
 // for Pre.
 func (p *Plugin) Post(ctx context.Context, in *PostInput) (*PostOutput, error) {
+	out := &PostOutput{}
+	if err := p.PostInto(ctx, in, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// PostInto is Post writing the result into out, reusing its Actions and
+// their values' storage: a caller that keeps one PostOutput per worker
+// allocates nothing per request. The previous result's Values are
+// overwritten. On error out is unspecified.
+func (p *Plugin) PostInto(ctx context.Context, in *PostInput, out *PostOutput) error {
 	if in.Horizon*in.Dim != len(in.ActionPred) {
-		return nil, &GuestError{Plugin: p.name, Stage: "post", Code: abi.CodeInvalidAction, Field: abi.TensorActionPred,
+		return &GuestError{Plugin: p.name, Stage: "post", Code: abi.CodeInvalidAction, Field: abi.TensorActionPred,
 			Message: fmt.Sprintf("%d values for shape [%d, %d]", len(in.ActionPred), in.Horizon, in.Dim)}
 	}
 	b := builders.Get().(*envelope.Builder)
@@ -192,23 +207,21 @@ func (p *Plugin) Post(ctx context.Context, in *PostInput) (*PostOutput, error) {
 	attrs(b, in.RequestID, in.Embodiment, in.StateDType)
 	b.Float32(abi.TensorActionPred, []int64{int64(in.Horizon), int64(in.Dim)}, in.ActionPred)
 	if err := p.stateTensors(b, "post", in.State); err != nil {
-		return nil, err
+		return err
 	}
-	msg, err := b.Bytes()
-	if err != nil {
-		return nil, &GuestError{Plugin: p.name, Stage: "post", Code: "request_too_large", Message: err.Error()}
+	if err := b.Err(); err != nil {
+		return &GuestError{Plugin: p.name, Stage: "post", Code: "request_too_large", Message: err.Error()}
 	}
-	out := &PostOutput{}
-	err = p.invoke(ctx, "post", msg, func(body []byte) error {
-		var e envelope.Envelope
-		if err := e.Decode(body); err != nil {
-			return err
-		}
+	return p.invoke(ctx, "post", b, func(e *envelope.Envelope) error {
 		total := 0
 		for i := range e.Tensors {
 			total += len(e.Tensors[i].Data) / 4
 		}
-		vals := make([]float32, 0, total) // one allocation for all groups
+		vals := out.vals[:0] // one allocation for all groups, kept by out
+		if cap(vals) < total {
+			vals = make([]float32, 0, total)
+		}
+		out.Actions = out.Actions[:0]
 		for i := range e.Tensors {
 			t := &e.Tensors[i]
 			if !strings.HasPrefix(t.Name, abi.ActionPrefix) || len(t.Dims) != 2 {
@@ -232,10 +245,7 @@ func (p *Plugin) Post(ctx context.Context, in *PostInput) (*PostOutput, error) {
 				Values: vals[start:len(vals):len(vals)],
 			})
 		}
+		out.vals = vals
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }

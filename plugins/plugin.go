@@ -67,7 +67,7 @@ type Plugin struct {
 	compiled  wazero.CompiledModule
 	ownsCache wazero.CompilationCache
 
-	idle  chan *instance
+	idle  idleStack
 	live  atomic.Int32
 	inUse atomic.Int32
 
@@ -156,8 +156,8 @@ func New(ctx context.Context, m *Manifest, wasm []byte, opts ...Option) (_ *Plug
 	if err != nil {
 		return nil, err
 	}
-	p.idle = make(chan *instance, p.poolSize)
-	p.idle <- first
+	p.idle.init(p.poolSize)
+	p.idle.put(first)
 	p.live.Store(1)
 	for i := 1; i < p.poolSize; i++ {
 		inst, err := p.newInstance(ctx, false)
@@ -165,7 +165,7 @@ func New(ctx context.Context, m *Manifest, wasm []byte, opts ...Option) (_ *Plug
 			p.drainIdle(ctx)
 			return nil, err
 		}
-		p.idle <- inst
+		p.idle.put(inst)
 		p.live.Add(1)
 	}
 	o.logger.Info("plugins: loaded", "plugin", p.name, "version", m.Version, "embodiment", p.desc.Embodiment,
@@ -249,7 +249,7 @@ func Inspect(ctx context.Context, name string, wasm []byte, opts ...Option) (_ *
 	if err != nil {
 		return nil, err
 	}
-	_ = inst.mod.Close(ctx)
+	inst.close(ctx)
 	d := p.desc
 	return &d, nil
 }
@@ -389,7 +389,16 @@ type instance struct {
 	inPtr, inCap                     uint32
 	calls                            int
 	stdio                            *stdioWriter
-	wd                               *watchdog // nil with DeadlineCloseOnContextDone
+	wd                               *watchdog         // nil with DeadlineCloseOnContextDone
+	dec                              envelope.Envelope // result decoder, reused across calls
+}
+
+// close closes the module and stops the instance's deadline timer.
+func (inst *instance) close(ctx context.Context) {
+	if inst.wd != nil {
+		inst.wd.stop()
+	}
+	_ = inst.mod.Close(ctx)
 }
 
 func (p *Plugin) newInstance(ctx context.Context, describe bool) (*instance, error) {
@@ -431,12 +440,12 @@ func (p *Plugin) newInstanceInit(ctx context.Context, describe, init bool) (*ins
 		inst.wd.arm(ictx, p.o.maxTimeout)
 		defer inst.wd.disarm()
 		if err := mod.ExportedFunction(abi.ExportInitialize).CallWithStack(ictx, inst.stack[:]); err != nil {
-			_ = mod.Close(context.Background())
+			inst.close(context.Background())
 			return nil, fmt.Errorf("wasm: plugin[%s] instantiate: %s: %w", p.name, abi.ExportInitialize, err)
 		}
 	}
 	fail := func(err error) (*instance, error) {
-		_ = mod.Close(context.Background())
+		inst.close(context.Background())
 		return nil, err
 	}
 	if describe {
@@ -523,8 +532,41 @@ func (s *callStack) call(ctx context.Context, fn api.Function, n int) error {
 // write copies in into the instance's input buffer, growing it with
 // gw_alloc/gw_free when needed.
 func (p *Plugin) write(ctx context.Context, inst *instance, in []byte) error {
-	if uint32(len(in)) > inst.inCap || inst.inCap == 0 {
-		c := uint32(len(in))
+	if err := p.reserve(ctx, inst, len(in)); err != nil {
+		return err
+	}
+	if !inst.mem.Write(inst.inPtr, in) {
+		return fmt.Errorf("%w: gw_alloc buffer [%#x, +%d) outside memory of %d bytes", ErrBadPointer, inst.inPtr, len(in), inst.mem.Size())
+	}
+	return nil
+}
+
+// writeEnvelope encodes b, whose encoded size is n, straight into the
+// instance's input buffer (no intermediate copy: a post request carries a
+// 21 KB action chunk).
+func (p *Plugin) writeEnvelope(ctx context.Context, inst *instance, b *envelope.Builder, n int) error {
+	if err := p.reserve(ctx, inst, n); err != nil {
+		return err
+	}
+	view, ok := inst.mem.Read(inst.inPtr, uint32(n))
+	if !ok {
+		return fmt.Errorf("%w: gw_alloc buffer [%#x, +%d) outside memory of %d bytes", ErrBadPointer, inst.inPtr, n, inst.mem.Size())
+	}
+	out, err := b.AppendTo(view[:0:n])
+	if err != nil {
+		return err
+	}
+	if len(out) != n || &out[0] != &view[0] {
+		return fmt.Errorf("envelope of %d bytes, sized %d", len(out), n) // cannot happen: Size is exact
+	}
+	return nil
+}
+
+// reserve makes the instance's input buffer hold at least n bytes,
+// growing it with gw_alloc/gw_free when needed.
+func (p *Plugin) reserve(ctx context.Context, inst *instance, n int) error {
+	if uint32(n) > inst.inCap || inst.inCap == 0 {
+		c := uint32(n)
 		if c < 4096 {
 			c = 4096
 		}
@@ -544,9 +586,6 @@ func (p *Plugin) write(ctx context.Context, inst *instance, in []byte) error {
 			return fmt.Errorf("%w: gw_alloc(%d) returned %#x (want non-zero, 8-byte aligned)", ErrBadPointer, c, ptr)
 		}
 		inst.inPtr, inst.inCap = ptr, c
-	}
-	if !inst.mem.Write(inst.inPtr, in) {
-		return fmt.Errorf("%w: gw_alloc buffer [%#x, +%d) outside memory of %d bytes", ErrBadPointer, inst.inPtr, len(in), inst.mem.Size())
 	}
 	return nil
 }
@@ -587,13 +626,55 @@ func (p *Plugin) result(inst *instance, stage string, packed uint64) (body []byt
 	}
 }
 
+// idleStack holds the idle instances, most recently released on top: a
+// call takes the instance whose memory and code paths are most likely
+// still in the CPU caches (with a FIFO, sequential calls rotate through
+// every instance of the pool). avail carries one token per idle instance,
+// sent after the push, so whoever receives a token finds an instance to
+// pop; waiting for a token is how acquire blocks.
+type idleStack struct {
+	mu    sync.Mutex
+	stack []*instance
+	avail chan struct{}
+}
+
+func (s *idleStack) init(n int) {
+	s.stack = make([]*instance, 0, n)
+	s.avail = make(chan struct{}, n)
+}
+
+func (s *idleStack) put(inst *instance) {
+	s.mu.Lock()
+	s.stack = append(s.stack, inst)
+	s.mu.Unlock()
+	s.avail <- struct{}{}
+}
+
+// pop takes the top instance; call it only after receiving from avail.
+func (s *idleStack) pop() *instance {
+	s.mu.Lock()
+	inst := s.stack[len(s.stack)-1]
+	s.stack[len(s.stack)-1] = nil
+	s.stack = s.stack[:len(s.stack)-1]
+	s.mu.Unlock()
+	return inst
+}
+
+// tryGet pops an idle instance if there is one, without waiting.
+func (s *idleStack) tryGet() *instance {
+	select {
+	case <-s.avail:
+		return s.pop()
+	default:
+		return nil
+	}
+}
+
 // acquire takes an idle instance, creating one if the pool is below its
 // size (after a discard), or waits until one is released.
 func (p *Plugin) acquire(ctx context.Context) (*instance, error) {
-	select {
-	case inst := <-p.idle:
+	if inst := p.idle.tryGet(); inst != nil {
 		return inst, nil
-	default:
 	}
 	if p.refillSlot() {
 		inst, err := p.newInstance(ctx, false)
@@ -610,8 +691,8 @@ func (p *Plugin) acquire(ctx context.Context) (*instance, error) {
 		timeout = t.C
 	}
 	select {
-	case inst := <-p.idle:
-		return inst, nil
+	case <-p.idle.avail:
+		return p.idle.pop(), nil
 	case <-ctx.Done():
 		return nil, fmt.Errorf("%w: plugin[%s] all %d instances busy: %w", ErrPoolExhausted, p.name, p.poolSize, ctx.Err())
 	case <-timeout:
@@ -646,7 +727,7 @@ func (p *Plugin) release(inst *instance) {
 	case inst.mem.Size()/65536 > p.highWater:
 		p.recycle(inst, ReasonMemory)
 	default:
-		p.idle <- inst
+		p.idle.put(inst)
 	}
 }
 
@@ -659,7 +740,7 @@ func (p *Plugin) discard(inst *instance, reason string) {
 // recycle closes a failed or worn-out instance and refills the pool in
 // the background (acquire also refills lazily if that fails).
 func (p *Plugin) recycle(inst *instance, reason string) {
-	_ = inst.mod.Close(context.Background())
+	inst.close(context.Background())
 	p.live.Add(-1)
 	p.o.observer.Recycled(p.name, reason)
 	p.o.logger.Debug("plugins: instance recycled", "plugin", p.name, "reason", reason, "calls", inst.calls)
@@ -675,13 +756,15 @@ func (p *Plugin) recycle(inst *instance, reason string) {
 			p.o.logger.Error("plugins: refill failed", "plugin", p.name, "err", err)
 			return
 		}
-		p.idle <- inst
+		p.idle.put(inst)
 	}()
 }
 
 // invoke runs one pre/post call: acquire, write, call under the deadline,
-// read the result and hand body to use while the instance is still held.
-func (p *Plugin) invoke(ctx context.Context, stage string, in []byte, use func(body []byte) error) (err error) {
+// read and decode the result and hand it to use while the instance is
+// still held (the envelope aliases guest memory and is the instance's
+// reusable decoder: use must not keep it).
+func (p *Plugin) invoke(ctx context.Context, stage string, in *envelope.Builder, use func(e *envelope.Envelope) error) (err error) {
 	start := time.Now()
 	outcome := OutcomeOK
 	defer func() { p.o.observer.CallDone(p.name, stage, outcome, time.Since(start)) }()
@@ -696,9 +779,10 @@ func (p *Plugin) invoke(ctx context.Context, stage string, in []byte, use func(b
 	p.mu.RUnlock()
 	defer p.inflight.Done()
 
-	if len(in) > DefaultMaxInputSize {
+	size := in.Size()
+	if size > DefaultMaxInputSize {
 		outcome = OutcomeGuestError
-		return &GuestError{Plugin: p.name, Stage: stage, Code: "request_too_large", Message: fmt.Sprintf("envelope of %d bytes exceeds %d", len(in), DefaultMaxInputSize)}
+		return &GuestError{Plugin: p.name, Stage: stage, Code: "request_too_large", Message: fmt.Sprintf("envelope of %d bytes exceeds %d", size, DefaultMaxInputSize)}
 	}
 	inst, err := p.acquire(ctx)
 	if err != nil {
@@ -718,17 +802,17 @@ func (p *Plugin) invoke(ctx context.Context, stage string, in []byte, use func(b
 	var fired bool
 	if inst.wd != nil {
 		inst.wd.arm(ctx, p.timeout)
-		err = p.write(ctx, inst, in)
+		err = p.writeEnvelope(ctx, inst, in, size)
 		if err == nil {
-			inst.stack[0], inst.stack[1] = uint64(inst.inPtr), uint64(len(in))
+			inst.stack[0], inst.stack[1] = uint64(inst.inPtr), uint64(size)
 			err = fn.CallWithStack(ctx, inst.stack[:])
 		}
 		fired = inst.wd.disarm()
 	} else {
 		cctx, cancel := context.WithTimeout(ctx, p.timeout)
-		err = p.write(cctx, inst, in)
+		err = p.writeEnvelope(cctx, inst, in, size)
 		if err == nil {
-			inst.stack[0], inst.stack[1] = uint64(inst.inPtr), uint64(len(in))
+			inst.stack[0], inst.stack[1] = uint64(inst.inPtr), uint64(size)
 			err = fn.CallWithStack(cctx, inst.stack[:])
 		}
 		fired = cctx.Err() != nil
@@ -765,7 +849,11 @@ func (p *Plugin) invoke(ctx context.Context, stage string, in []byte, use func(b
 		}
 		return gerr
 	}
-	if err := use(body); err != nil {
+	err = inst.dec.Decode(body)
+	if err == nil {
+		err = use(&inst.dec)
+	}
+	if err != nil {
 		outcome = OutcomeBadPointer
 		p.discard(inst, ReasonBadPointer)
 		return &CallError{Plugin: p.name, Stage: stage, Kind: ErrBadPointer, Err: err}
@@ -801,12 +889,11 @@ func (p *Plugin) Close(ctx context.Context) error {
 
 func (p *Plugin) drainIdle(ctx context.Context) {
 	for {
-		select {
-		case inst := <-p.idle:
-			_ = inst.mod.Close(ctx)
-		default:
+		inst := p.idle.tryGet()
+		if inst == nil {
 			return
 		}
+		inst.close(ctx)
 	}
 }
 

@@ -16,6 +16,8 @@ import (
 //	             per-call deadline, envelope both ways) on droid.wasm, with
 //	             deadlines enforced by the stop flag (default) or by wazero's
 //	             close-on-context-done
+//	wasm/<mode>/prepost-into: prepost with PreInto/PostInto (the caller
+//	             reuses its output structs)
 //	native-abi:  the same bytes through pdk.Runner natively (envelope
 //	             encode + guest decode/logic/encode + result decode)
 //	native-logic: the plugin methods alone
@@ -33,6 +35,23 @@ func BenchmarkDROIDPrePost(b *testing.B) {
 		}
 		pre, post := c.preInput(), c.postWasmInput()
 		ctx := context.Background()
+		b.Run("wasm/"+mode.String()+"/prepost-into", func(b *testing.B) {
+			// PreInto/PostInto: the caller keeps its outputs (no per-request
+			// allocation on the host side).
+			var po plugins.PreOutput
+			var qo plugins.PostOutput
+			b.ReportAllocs()
+			ct := startCPU(b)
+			defer ct.report(b)
+			for range b.N {
+				if err := p.PreInto(ctx, pre, &po); err != nil {
+					b.Fatal(err)
+				}
+				if err := p.PostInto(ctx, post, &qo); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 		for _, stage := range []string{"pre", "post", "prepost"} {
 			b.Run("wasm/"+mode.String()+"/"+stage, func(b *testing.B) {
 				b.ReportAllocs()

@@ -2,7 +2,8 @@ package main
 
 import (
 	"fmt"
-	"unicode/utf8"
+	"math"
+	"unsafe"
 
 	"github.com/gr00tgw/gr00tgw/plugins/abi"
 	"github.com/gr00tgw/gr00tgw/plugins/pdk"
@@ -36,14 +37,22 @@ type Droid struct {
 	// state bounds (q01/q99 or min/max), concatenated over groups: [17]
 	lo, hi [17]float64
 	clip   bool
+	// norm32's constants (setStateBounds): hi − lo, all-ones where hi and
+	// lo are close (the dim normalises to 0), all-ones when clipping
+	rng      [17]float64
+	zero     [17]uint32
+	clipMask uint32
 	// per-step relative bounds: [Horizon][D]
 	relEEFMin, relEEFMax     [Horizon * 9]float64
 	relJointMin, relJointMax [Horizon * 7]float64
+	// bounds per step and column (eef 0–8, gripper 9, joints 10–16):
+	// (lo, (hi−lo)/2) pairs, [Horizon][17][2]
+	bounds  [Horizon * 34]float64
+	clipped [Horizon * 17]float32 // the chunk's columns 0–16, clipped (steps)
 	// absolute gripper bounds
 	gripLo, gripHi float64
 
 	state [MaxStateDim]float32
-	x32   [17]float32
 	out   pdk.Actions
 	eef   [Horizon * 9]float32
 	grip  [Horizon]float32
@@ -127,7 +136,7 @@ func (d *Droid) Init(cfg *abi.InitConfig) error {
 		copy(d.hi[off:], hi.Data)
 		off += g.dim
 	}
-	d.clip = clip
+	d.setStateBounds(clip)
 	g, err := stats(cfg, "action", "gripper_position")
 	if err != nil {
 		return err
@@ -148,6 +157,16 @@ func (d *Droid) Init(cfg *abi.InitConfig) error {
 	}
 	if err := relBounds(cfg, "joint_position", 7, d.relJointMin[:], d.relJointMax[:]); err != nil {
 		return err
+	}
+	for k := 0; k < Horizon; k++ {
+		b := d.bounds[k*34 : k*34+34]
+		for j := 0; j < 9; j++ {
+			b[2*j], b[2*j+1] = d.relEEFMin[k*9+j], (d.relEEFMax[k*9+j]-d.relEEFMin[k*9+j])*0.5
+		}
+		b[18], b[19] = d.gripLo, (d.gripHi-d.gripLo)*0.5
+		for j := 0; j < 7; j++ {
+			b[20+2*j], b[21+2*j] = d.relJointMin[k*7+j], (d.relJointMax[k*7+j]-d.relJointMin[k*7+j])*0.5
+		}
 	}
 	d.ready = true
 	return nil
@@ -180,9 +199,30 @@ func relBounds(cfg *abi.InitConfig, key string, dim int, lo, hi []float64) error
 	return nil
 }
 
-// validateState checks the three raw state groups (present, [D] or [[D]],
-// width, finite, no unknown groups).
+// clipBits clips a float32, given and returned as its bits, to [−1, 1]
+// like pdk's clip32: a magnitude in (1, +Inf] becomes 1 with the value's
+// sign; NaN, −0 and in-range values pass through. Integer-only, so Go
+// compiles the condition to a select (no branch; Go does not select
+// between floats, and on wasm a float's bits otherwise make a round trip
+// through memory).
+func clipBits(b uint32) uint32 {
+	out := b
+	if b&0x7FFFFFFF-0x3F800001 < 0x7F800000-0x3F800000 {
+		out = b&0x80000000 | 0x3F800000
+	}
+	return out
+}
+
 func validateState(st []pdk.StateInput) error {
+	if validStateFast(st) {
+		return nil
+	}
+	return validateStateSlow(st)
+}
+
+// validateStateSlow is validateState one condition at a time, for the
+// error.
+func validateStateSlow(st []pdk.StateInput) error {
 	for _, g := range groups {
 		s := findState(st, g.key)
 		// Field names are built only on failure: the hot path allocates nothing.
@@ -201,7 +241,7 @@ func validateState(st []pdk.StateInput) error {
 		for _, s := range st {
 			known := false
 			for _, g := range groups {
-				known = known || g.key == s.Key
+				known = known || pdk.Equal(g.key, s.Key)
 			}
 			if !known {
 				return pdk.Errorf(abi.CodeInvalidState, "state."+s.Key, "unknown state group (want eef_9d, gripper_position, joint_position)")
@@ -211,9 +251,58 @@ func validateState(st []pdk.StateInput) error {
 	return nil
 }
 
+// validStateFast reports whether st is valid in the shape the host sends
+// (the three groups in description order): the conditions of
+// validateState's loop, combined without branches (each is a trip through
+// Go's dispatch loop in a wasm guest). false sends validateState down its
+// loop, which finds the error (or accepts another order).
+func validStateFast(st []pdk.StateInput) bool {
+	if len(st) != 3 || !pdk.Equal(st[0].Key, "eef_9d") || !pdk.Equal(st[1].Key, "gripper_position") || !pdk.Equal(st[2].Key, "joint_position") {
+		return false
+	}
+	e, g, j := &st[0], &st[1], &st[2]
+	if b2u(e.Steps > 1)|b2u(g.Steps > 1)|b2u(j.Steps > 1)|b2u(e.Dim != 9)|b2u(len(e.Values) != 9)|
+		b2u(g.Dim != 1)|b2u(len(g.Values) != 1)|b2u(j.Dim != 7)|b2u(len(j.Values) != 7) != 0 {
+		return false
+	}
+	// x − x is +0 for finite x and NaN for ±Inf and NaN (pdk.AllFinite).
+	ev, gv, jv := (*[9]float64)(e.Values), g.Values[0], (*[7]float64)(j.Values)
+	nf := b2u(ev[0]-ev[0] != 0) | b2u(ev[1]-ev[1] != 0) | b2u(ev[2]-ev[2] != 0) | b2u(ev[3]-ev[3] != 0) |
+		b2u(ev[4]-ev[4] != 0) | b2u(ev[5]-ev[5] != 0) | b2u(ev[6]-ev[6] != 0) | b2u(ev[7]-ev[7] != 0) |
+		b2u(ev[8]-ev[8] != 0) | b2u(gv-gv != 0) |
+		b2u(jv[0]-jv[0] != 0) | b2u(jv[1]-jv[1] != 0) | b2u(jv[2]-jv[2] != 0) | b2u(jv[3]-jv[3] != 0) |
+		b2u(jv[4]-jv[4] != 0) | b2u(jv[5]-jv[5] != 0) | b2u(jv[6]-jv[6] != 0)
+	return nf == 0
+}
+
+// validCamerasFast is validStateFast for validateCameras: both cameras in
+// description order, every condition combined without branches.
+func validCamerasFast(cs []pdk.CameraInput) bool {
+	if len(cs) != 2 || !pdk.Equal(cs[0].Key, cameras[0]) || !pdk.Equal(cs[1].Key, cameras[1]) {
+		return false
+	}
+	return validCamera(&cs[0])&validCamera(&cs[1]) == 1
+}
+
+// validCamera is 1 if c passes validateCameras' checks, else 0.
+func validCamera(c *pdk.CameraInput) uint32 {
+	r := float64(c.Width) / float64(c.Height)
+	bad := b2u(c.Frames != len(videoDelta)) | b2u(c.Channels != 3) |
+		b2u(c.Height < 64) | b2u(c.Width < 64) | b2u(c.Height > 4096) | b2u(c.Width > 4096) |
+		b2u(r < 1.686) | b2u(r > 1.814)
+	return bad ^ 1
+}
+
+func b2u(b bool) uint32 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 func findState(st []pdk.StateInput, key string) *pdk.StateInput {
 	for i := range st {
-		if st[i].Key == key {
+		if pdk.Equal(st[i].Key, key) {
 			return &st[i]
 		}
 	}
@@ -221,7 +310,7 @@ func findState(st []pdk.StateInput, key string) *pdk.StateInput {
 }
 
 func checkDType(dt string) error {
-	if dt != "float32" && dt != "float64" {
+	if !pdk.Equal(dt, "float32") && !pdk.Equal(dt, "float64") {
 		return pdk.Errorf(abi.CodeInvalidState, "state_dtype", "%q, want float32 or float64", dt)
 	}
 	return nil
@@ -232,13 +321,13 @@ func (d *Droid) Pre(obs *pdk.Observation) ([]float32, error) {
 	if !d.ready {
 		return nil, pdk.Errorf(abi.CodePluginError, "", "plugin not initialised")
 	}
-	if obs.Embodiment != "" && obs.Embodiment != Tag {
+	if obs.Embodiment != "" && !pdk.Equal(obs.Embodiment, Tag) {
 		return nil, pdk.Errorf(abi.CodeInvalidEmbodiment, "embodiment", "%q, this plugin serves %s", obs.Embodiment, Tag)
 	}
 	if err := checkDType(obs.StateDType); err != nil {
 		return nil, err
 	}
-	n := utf8.RuneCountInString(obs.Instruction)
+	n := pdk.RuneCount(obs.Instruction)
 	if n < 1 || n > MaxInstrChars {
 		return nil, pdk.Errorf(abi.CodeInvalidInstruction, "instruction", "length %d characters, want 1 to %d", n, MaxInstrChars)
 	}
@@ -250,7 +339,7 @@ func (d *Droid) Pre(obs *pdk.Observation) ([]float32, error) {
 	}
 	off := 0
 	clear(d.state[:])
-	if obs.StateDType == "float64" {
+	if pdk.Equal(obs.StateDType, "float64") {
 		for _, g := range groups {
 			s := obs.StateGroup(g.key)
 			pdk.NormalizeMinMax64(d.state[off:off+g.dim], s.Values, d.lo[off:off+g.dim], d.hi[off:off+g.dim], d.clip)
@@ -258,18 +347,59 @@ func (d *Droid) Pre(obs *pdk.Observation) ([]float32, error) {
 		}
 		return d.state[:], nil
 	}
-	for _, g := range groups {
-		s := obs.StateGroup(g.key)
-		for i, v := range s.Values {
-			d.x32[off+i] = float32(v)
-		}
-		off += g.dim
-	}
-	pdk.NormalizeMinMax32(d.state[:17], d.x32[:], d.lo[:], d.hi[:], d.clip)
+	// float32 state: pdk.NormalizeMinMax32 unrolled over the 17 dims with
+	// per-dim constants from setStateBounds (validateState checked the
+	// widths).
+	e := (*[9]float64)(findState(obs.State, "eef_9d").Values)
+	g := findState(obs.State, "gripper_position").Values[0]
+	j := (*[7]float64)(findState(obs.State, "joint_position").Values)
+	st := &d.state
+	st[0], st[1], st[2] = d.norm32(0, e[0]), d.norm32(1, e[1]), d.norm32(2, e[2])
+	st[3], st[4], st[5] = d.norm32(3, e[3]), d.norm32(4, e[4]), d.norm32(5, e[5])
+	st[6], st[7], st[8] = d.norm32(6, e[6]), d.norm32(7, e[7]), d.norm32(8, e[8])
+	st[9] = d.norm32(9, g)
+	st[10], st[11], st[12] = d.norm32(10, j[0]), d.norm32(11, j[1]), d.norm32(12, j[2])
+	st[13], st[14], st[15] = d.norm32(13, j[3]), d.norm32(14, j[4]), d.norm32(15, j[5])
+	st[16] = d.norm32(16, j[6])
 	return d.state[:], nil
 }
 
+// setStateBounds derives norm32's per-dim constants from d.lo and d.hi.
+func (d *Droid) setStateBounds(clip bool) {
+	d.clip = clip
+	d.clipMask = 0
+	if clip {
+		d.clipMask = ^uint32(0)
+	}
+	for i := range d.lo {
+		d.rng[i] = d.hi[i] - d.lo[i]
+		d.zero[i] = 0
+		if pdk.IsClose(d.hi[i], d.lo[i]) {
+			d.zero[i] = ^uint32(0)
+		}
+	}
+}
+
+// norm32 is pdk.NormalizeMinMax32 for state dim i: the same operations,
+// without branches (the clip and the zeroing of constant dims select on
+// the result's bits, so Go emits wasm selects).
+func (d *Droid) norm32(i int, x float64) float32 {
+	v := float32((float64(float32(x)) - d.lo[i]) / d.rng[i])
+	b := math.Float32bits(float32(float32(2*v) - 1))
+	b = b&^d.clipMask | clipBits(b)&d.clipMask
+	return math.Float32frombits(b &^ d.zero[i])
+}
+
 func validateCameras(obs *pdk.Observation) error {
+	if validCamerasFast(obs.Cameras) {
+		return nil
+	}
+	return validateCamerasSlow(obs)
+}
+
+// validateCamerasSlow is validateCameras one condition at a time, for the
+// error.
+func validateCamerasSlow(obs *pdk.Observation) error {
 	for _, key := range cameras {
 		c := obs.Camera(key)
 		if c == nil {
@@ -290,7 +420,7 @@ func validateCameras(obs *pdk.Observation) error {
 	}
 	if len(obs.Cameras) != len(cameras) {
 		for _, c := range obs.Cameras {
-			if c.Key != cameras[0] && c.Key != cameras[1] {
+			if !pdk.Equal(c.Key, cameras[0]) && !pdk.Equal(c.Key, cameras[1]) {
 				return pdk.Errorf(abi.CodeInvalidCamera, "images."+c.Key, "unknown camera (want exterior_image_1_left and wrist_image_left)")
 			}
 		}
@@ -314,7 +444,7 @@ func (d *Droid) Post(in *pdk.PostInput) (*pdk.Actions, error) {
 	if err := validateState(in.State); err != nil {
 		return nil, err
 	}
-	f32 := in.StateDType != "float64"
+	f32 := !pdk.Equal(in.StateDType, "float64")
 	eefState := in.StateGroup("eef_9d").Values
 	jointState := in.StateGroup("joint_position").Values
 
@@ -343,33 +473,88 @@ func (d *Droid) Post(in *pdk.PostInput) (*pdk.Actions, error) {
 			js[j] = float64(float32(js[j]))
 		}
 	}
-	// The step body is unrolled by hand and the eef composition uses
-	// scalar locals (eefStep): loop headers and calls carry the host's
-	// stop checks, and memory round trips are dear in wasm guests.
-	un := pdk.UnnormalizeMinMax
-	for k := 0; k < Horizon; k++ {
-		row := in.ActionPred[k*in.Dim : k*in.Dim+17 : k*in.Dim+17]
-		lo, hi := d.relEEFMin[k*9:k*9+9:k*9+9], d.relEEFMax[k*9:k*9+9:k*9+9]
-		rel := [9]float64{
-			un(row[0], lo[0], hi[0]), un(row[1], lo[1], hi[1]), un(row[2], lo[2], hi[2]),
-			un(row[3], lo[3], hi[3]), un(row[4], lo[4], hi[4]), un(row[5], lo[5], hi[5]),
-			un(row[6], lo[6], hi[6]), un(row[7], lo[7], hi[7]), un(row[8], lo[8], hi[8]),
-		}
-		eefStep((*[9]float64)(&rs), &ts, &rel, d.eef[k*9:k*9+9:k*9+9])
-
-		d.grip[k] = float32(un(row[9], d.gripLo, d.gripHi))
-
-		jl, jh := d.relJointMin[k*7:k*7+7:k*7+7], d.relJointMax[k*7:k*7+7:k*7+7]
-		jo := d.joint[k*7 : k*7+7 : k*7+7]
-		jo[0] = float32(js[0] + un(row[10], jl[0], jh[0]))
-		jo[1] = float32(js[1] + un(row[11], jl[1], jh[1]))
-		jo[2] = float32(js[2] + un(row[12], jl[2], jh[2]))
-		jo[3] = float32(js[3] + un(row[13], jl[3], jh[3]))
-		jo[4] = float32(js[4] + un(row[14], jl[4], jh[4]))
-		jo[5] = float32(js[5] + un(row[15], jl[5], jh[5]))
-		jo[6] = float32(js[6] + un(row[16], jl[6], jh[6]))
-	}
+	d.steps(in.ActionPred, in.Dim, &rs, &ts, &js)
 	return &d.out, nil
 }
 
 var _ pdk.Plugin = (*Droid)(nil)
+
+// steps decodes the 40 steps of the chunk (row stride dim) into d.eef,
+// d.grip and d.joint. The step body is unrolled by hand and the eef
+// composition uses scalar locals: in wasm guests every branch
+// is a trip through Go's block-dispatch loop (a loop back-edge also costs
+// the host's stop check), every non-inlined call and memory round trip is
+// dear. Column j of step k un-normalises as float64(fl32(clip(x)+1))·hs +
+// lo with (lo, hs = (hi−lo)/2) precomputed in Init: the same value as
+// pdk.UnnormalizeMinMax (halving is exact in both orders). Clipping runs
+// first, over the chunk's bits (clipBits), into d.clipped.
+//
+// The eef composition performs exactly the floating-point operations of
+// pdk.Rot6DToMat64, Mat3.Mul and Mat3.Apply, in the same order
+// (TestStepMatchesHelpers); products are wrapped in explicit conversions
+// so that no platform fuses a multiply-add. The reference passes every
+// rotation through scipy's Rotation (from_matrix, as_matrix), which
+// re-orthonormalises it. The relative rotation comes out of Gram-Schmidt
+// and the composed one is a product of two orthonormal matrices, so on
+// these both round trips change entries by a few float64 ulp only, below
+// the float32 resolution of the output: steps skips them
+// (TestStepMatchesRoundTrip bounds the difference; the state rotation,
+// once per request, keeps its round trip in Post).
+func (d *Droid) steps(pred []float32, dim int, rs *pdk.Mat3, ts *[3]float64, js *[7]float64) {
+	for k := 0; k < Horizon; k++ {
+		s := (*[17]uint32)(unsafe.Pointer((*[17]float32)(pred[k*dim:])))
+		c := (*[17]uint32)(unsafe.Pointer((*[17]float32)(d.clipped[k*17:])))
+		c[0], c[1], c[2], c[3] = clipBits(s[0]), clipBits(s[1]), clipBits(s[2]), clipBits(s[3])
+		c[4], c[5], c[6], c[7] = clipBits(s[4]), clipBits(s[5]), clipBits(s[6]), clipBits(s[7])
+		c[8], c[9], c[10], c[11] = clipBits(s[8]), clipBits(s[9]), clipBits(s[10]), clipBits(s[11])
+		c[12], c[13], c[14], c[15] = clipBits(s[12]), clipBits(s[13]), clipBits(s[14]), clipBits(s[15])
+		c[16] = clipBits(s[16])
+	}
+	for k := 0; k < Horizon; k++ {
+		x := (*[17]float32)(d.clipped[k*17:])
+		b := (*[34]float64)(d.bounds[k*34:])
+		// Gram-Schmidt of the relative rot6d: rows u, v, w = u × v.
+		a0 := float64(float64(x[3]+1)*b[7]) + b[6]
+		a1 := float64(float64(x[4]+1)*b[9]) + b[8]
+		a2 := float64(float64(x[5]+1)*b[11]) + b[10]
+		na := math.Sqrt(float64(float64(a0*a0)+float64(a1*a1)) + float64(a2*a2))
+		u0, u1, u2 := a0/na, a1/na, a2/na
+		b0 := float64(float64(x[6]+1)*b[13]) + b[12]
+		b1 := float64(float64(x[7]+1)*b[15]) + b[14]
+		b2 := float64(float64(x[8]+1)*b[17]) + b[16]
+		dot := float64(float64(u0*b0)+float64(u1*b1)) + float64(u2*b2)
+		v0, v1, v2 := b0-float64(dot*u0), b1-float64(dot*u1), b2-float64(dot*u2)
+		nb := math.Sqrt(float64(float64(v0*v0)+float64(v1*v1)) + float64(v2*v2))
+		v0, v1, v2 = v0/nb, v1/nb, v2/nb
+		w0 := float64(u1*v2) - float64(u2*v1)
+		w1 := float64(u2*v0) - float64(u0*v2)
+		w2 := float64(u0*v1) - float64(u1*v0)
+		// Rows 0 and 1 of rs·[u; v; w] and rs·xyz + ts.
+		px := float64(float64(x[0]+1)*b[1]) + b[0]
+		py := float64(float64(x[1]+1)*b[3]) + b[2]
+		pz := float64(float64(x[2]+1)*b[5]) + b[4]
+		o := (*[9]float32)(d.eef[k*9:])
+		s0, s1, s2 := rs[0], rs[1], rs[2]
+		o[0] = float32((float64(float64(s0*px)+float64(s1*py)) + float64(s2*pz)) + ts[0])
+		o[3] = float32(float64(float64(s0*u0)+float64(s1*v0)) + float64(s2*w0))
+		o[4] = float32(float64(float64(s0*u1)+float64(s1*v1)) + float64(s2*w1))
+		o[5] = float32(float64(float64(s0*u2)+float64(s1*v2)) + float64(s2*w2))
+		s0, s1, s2 = rs[3], rs[4], rs[5]
+		o[1] = float32((float64(float64(s0*px)+float64(s1*py)) + float64(s2*pz)) + ts[1])
+		o[6] = float32(float64(float64(s0*u0)+float64(s1*v0)) + float64(s2*w0))
+		o[7] = float32(float64(float64(s0*u1)+float64(s1*v1)) + float64(s2*w1))
+		o[8] = float32(float64(float64(s0*u2)+float64(s1*v2)) + float64(s2*w2))
+		s0, s1, s2 = rs[6], rs[7], rs[8]
+		o[2] = float32((float64(float64(s0*px)+float64(s1*py)) + float64(s2*pz)) + ts[2])
+
+		d.grip[k] = float32(float64(float64(x[9]+1)*b[19]) + b[18])
+		jo := (*[7]float32)(d.joint[k*7:])
+		jo[0] = float32(js[0] + (float64(float64(x[10]+1)*b[21]) + b[20]))
+		jo[1] = float32(js[1] + (float64(float64(x[11]+1)*b[23]) + b[22]))
+		jo[2] = float32(js[2] + (float64(float64(x[12]+1)*b[25]) + b[24]))
+		jo[3] = float32(js[3] + (float64(float64(x[13]+1)*b[27]) + b[26]))
+		jo[4] = float32(js[4] + (float64(float64(x[14]+1)*b[29]) + b[28]))
+		jo[5] = float32(js[5] + (float64(float64(x[15]+1)*b[31]) + b[30]))
+		jo[6] = float32(js[6] + (float64(float64(x[16]+1)*b[33]) + b[32]))
+	}
+}

@@ -11,6 +11,9 @@ package main
 
 import "github.com/gr00tgw/gr00tgw/plugins/pdk"
 
-func init() { pdk.Register(New()) }
+// plugin is the instance the module's exports serve.
+var plugin = New()
+
+func init() { pdk.Register(plugin) }
 
 func main() {}

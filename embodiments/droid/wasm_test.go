@@ -70,3 +70,32 @@ func TestGoldenWasm(t *testing.T) {
 		require.LessOrEqual(t, maxd, 1e-5, g.Key)
 	}
 }
+
+// TestIntoReusesOutputs: PreInto/PostInto give Pre/Post's results, reuse
+// the caller's storage and allocate nothing on the host side once warm.
+func TestIntoReusesOutputs(t *testing.T) {
+	c := loadCaseA(t)
+	p := openWasm(t)
+	ctx := context.Background()
+	pre, post := c.preInput(), c.postWasmInput()
+	wantPre, err := p.Pre(ctx, pre)
+	require.NoError(t, err)
+	wantPost, err := p.Post(ctx, post)
+	require.NoError(t, err)
+	var po plugins.PreOutput
+	var qo plugins.PostOutput
+	for range 3 {
+		require.NoError(t, p.PreInto(ctx, pre, &po))
+		require.NoError(t, p.PostInto(ctx, post, &qo))
+		require.Equal(t, wantPre.State, po.State)
+		require.Equal(t, wantPost.Actions, qo.Actions)
+	}
+	allocs := testing.AllocsPerRun(20, func() {
+		_ = p.PreInto(ctx, pre, &po)
+		_ = p.PostInto(ctx, post, &qo)
+	})
+	t.Logf("host allocations per request with PreInto/PostInto: %v", allocs)
+	if !raceEnabled {
+		require.LessOrEqual(t, allocs, 1.0)
+	}
+}

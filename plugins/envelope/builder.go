@@ -108,6 +108,10 @@ func (b *Builder) add(name string, dt DType, flags uint32, dims []int64, data []
 	b.tensors = append(b.tensors, p)
 }
 
+// Err returns the first error recorded by an Add method (too many
+// tensors or attributes, a bad shape), which Bytes and AppendTo return.
+func (b *Builder) Err() error { return b.err }
+
 // Size returns the encoded size of what has been added so far.
 func (b *Builder) Size() int {
 	_, _, total := b.layout()

@@ -15,8 +15,9 @@
 //	data    each tensor's bytes at an 8-byte aligned data_off, row-major
 //
 // The package has no dependencies beyond the standard library's
-// encoding/binary, math and unsafe, so guests built with GOOS=wasip1 (or
-// TinyGo) can use it. Decoding is zero-copy: tensors and attributes alias
+// encoding/binary, math and unsafe (and plugins/internal/wasmstr, which
+// uses only unsafe and unicode/utf8), so guests built with GOOS=wasip1
+// (or TinyGo) can use it. Decoding is zero-copy: tensors and attributes alias
 // the decoded buffer.
 package envelope
 
@@ -26,6 +27,8 @@ import (
 	"fmt"
 	"math"
 	"unsafe"
+
+	"github.com/gr00tgw/gr00tgw/plugins/internal/wasmstr"
 )
 
 // Magic is the first four bytes of every envelope.
@@ -175,12 +178,27 @@ type Envelope struct {
 	Attrs   []Attr
 	Tensors []Tensor
 	dims    []int64 // backing store for every tensor's Dims, reused
+
+	// The last successful Decode's buffer (address and length) and a copy
+	// of its header and tensor table: a buffer that matches all three
+	// decodes to the same Tensors, so only the attributes are read again.
+	lastBuf *byte
+	lastLen int
+	layout  []byte
+	reused  bool
 }
+
+// Reused reports whether the last Decode kept the Tensors of the Decode
+// before it: the same buffer (address and length) carried a byte-identical
+// header and tensor table, so every Tensor field, Data included, is what a
+// full decode would give. Only Attrs were decoded again. A caller that
+// derived values from Tensors may keep them when Reused is true.
+func (e *Envelope) Reused() bool { return e.reused }
 
 // Attr returns the value of attribute key and whether it is present.
 func (e *Envelope) Attr(key string) (string, bool) {
 	for i := range e.Attrs {
-		if e.Attrs[i].Key == key {
+		if wasmstr.Equal(e.Attrs[i].Key, key) {
 			return e.Attrs[i].Value, true
 		}
 	}
@@ -190,7 +208,7 @@ func (e *Envelope) Attr(key string) (string, bool) {
 // Tensor returns the tensor named name, or nil.
 func (e *Envelope) Tensor(name string) *Tensor {
 	for i := range e.Tensors {
-		if e.Tensors[i].Name == name {
+		if wasmstr.Equal(e.Tensors[i].Name, name) {
 			return &e.Tensors[i]
 		}
 	}
@@ -203,7 +221,200 @@ var le = binary.LittleEndian
 // Decode on e, such as Tensor.Dims, are reused). Every offset, length,
 // dtype and rank is checked against buf; strings and tensor data alias buf
 // (unsafe.String), so buf must not be modified while e is in use.
+//
+// A well-formed envelope takes decodeFast, which makes the same checks
+// but folds each entry's into one branch (a wasm guest pays for every
+// branch); anything it does not accept is decoded again by decodeChecked,
+// which reports the first problem. When buf is the previous call's buffer
+// with the same header and table (a plugin host reuses one input buffer,
+// and a stage's requests share their layout), the tensors are kept and
+// only the attributes are decoded (see Reused). Callers must not modify
+// Tensors or their Dims.
 func (e *Envelope) Decode(buf []byte) error {
+	if e.sameLayout(buf) {
+		e.Attrs = e.Attrs[:0]
+		if e.decodeAttrs(buf[HeaderSize:HeaderSize+uint64(le.Uint32(buf[8:]))]) == nil {
+			e.reused = true
+			return nil
+		}
+	}
+	e.reused, e.lastBuf = false, nil
+	if e.decodeFast(buf) {
+		e.remember(buf)
+		return nil
+	}
+	if err := e.decodeChecked(buf); err != nil {
+		return err
+	}
+	e.remember(buf)
+	return nil
+}
+
+// remember records buf as the last successfully decoded buffer.
+func (e *Envelope) remember(buf []byte) {
+	tableStart := align8(HeaderSize + uint64(le.Uint32(buf[8:])))
+	tableEnd := tableStart + uint64(le.Uint32(buf[12:]))
+	e.layout = append(append(e.layout[:0], buf[:HeaderSize]...), buf[tableStart:tableEnd]...)
+	e.lastBuf, e.lastLen = &buf[0], len(buf)
+}
+
+// sameLayout reports whether buf is the remembered buffer with the same
+// header and table bytes.
+func (e *Envelope) sameLayout(buf []byte) bool {
+	if e.lastBuf == nil || len(buf) != e.lastLen || &buf[0] != e.lastBuf {
+		return false
+	}
+	l := e.layout
+	if !sameBytes(buf[:HeaderSize], l[:HeaderSize]) {
+		return false
+	}
+	tableStart := align8(HeaderSize + uint64(le.Uint32(buf[8:])))
+	return sameBytes(buf[tableStart:tableStart+uint64(len(l)-HeaderSize)], l[HeaderSize:])
+}
+
+// sameBytes compares equal-length a and b 32 bytes per step (few loop
+// iterations: in a wasm guest every back-edge costs).
+func sameBytes(a, b []byte) bool {
+	n := len(a)
+	if n != len(b) {
+		return false
+	}
+	i := 0
+	for ; i+32 <= n; i += 32 {
+		x := (*[32]byte)(a[i:])
+		y := (*[32]byte)(b[i:])
+		if le.Uint64(x[0:])^le.Uint64(y[0:])|le.Uint64(x[8:])^le.Uint64(y[8:])|
+			le.Uint64(x[16:])^le.Uint64(y[16:])|le.Uint64(x[24:])^le.Uint64(y[24:]) != 0 {
+			return false
+		}
+	}
+	for ; i+8 <= n; i += 8 {
+		if le.Uint64(a[i:]) != le.Uint64(b[i:]) {
+			return false
+		}
+	}
+	for ; i < n; i++ {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// b2u is 1 for true: the compiler turns it into a zero-extension, so the
+// conditions below are combined without branches.
+func b2u(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// decodeFast is decodeChecked for well-formed input: it accepts exactly
+// what decodeChecked accepts with the same result, or returns false
+// (leaving e to be overwritten by decodeChecked).
+func (e *Envelope) decodeFast(buf []byte) bool {
+	e.Attrs = e.Attrs[:0]
+	e.Tensors = e.Tensors[:0]
+	e.dims = e.dims[:0]
+	size := uint64(len(buf))
+	if size < HeaderSize {
+		return false
+	}
+	h := (*[HeaderSize]byte)(buf)
+	nt := uint64(le.Uint16(h[6:]))
+	attrsLen := uint64(le.Uint32(h[8:]))
+	tableLen := uint64(le.Uint32(h[12:]))
+	total := uint64(le.Uint32(h[16:]))
+	attrsEnd := HeaderSize + attrsLen
+	tableStart := align8(attrsEnd)
+	tableEnd := tableStart + tableLen
+	if b2u(le.Uint32(h[:]) != magicLE)|b2u(le.Uint16(h[4:]) != Version)|b2u(total != size)|
+		b2u(nt > MaxTensors)|b2u(tableEnd > total) != 0 {
+		return false
+	}
+	if attrsLen > 0 {
+		a := buf[HeaderSize:attrsEnd]
+		if len(a) < 4 {
+			return false
+		}
+		n := uint64(le.Uint32(a))
+		if n > MaxAttrs {
+			return false
+		}
+		off, end := uint64(4), uint64(len(a))
+		for i := uint64(0); i < n; i++ {
+			if off+8 > end {
+				return false
+			}
+			kl := uint64(le.Uint16(a[off:]))
+			stop := off + 8 + kl + uint64(le.Uint32(a[off+4:]))
+			if stop > end {
+				return false
+			}
+			e.Attrs = append(e.Attrs, Attr{Key: unsafeString(a[off+8 : off+8+kl]), Value: unsafeString(a[off+8+kl : stop])})
+			off = stop
+		}
+	}
+	off := tableStart
+	for i := uint64(0); i < nt; i++ {
+		if off+24 > tableEnd {
+			return false
+		}
+		ent := (*[24]byte)(buf[off:])
+		nameLen := uint64(le.Uint16(ent[0:]))
+		dt := DType(ent[2])
+		rank := uint64(ent[3])
+		flags := le.Uint32(ent[4:])
+		dataOff := le.Uint64(ent[8:])
+		dataLen := le.Uint64(ent[16:])
+		dimsEnd := off + 24 + 8*rank
+		nameEnd := dimsEnd + nameLen
+		if b2u(rank > MaxRank)|b2u(nameEnd > tableEnd)|b2u(dt.Size() == 0) != 0 {
+			return false
+		}
+		if cap(e.dims)-len(e.dims) < int(rank) {
+			// Grow without moving earlier tensors' Dims (they keep the old array).
+			e.dims = make([]int64, 0, max(2*cap(e.dims), MaxTensors*2))
+		}
+		start := len(e.dims)
+		e.dims = e.dims[:start+int(rank)]
+		dims := e.dims[start : start+int(rank) : start+int(rank)]
+		n, bad := uint64(1), uint64(0)
+		for r := range dims {
+			d := int64(le.Uint64(buf[off+24+8*uint64(r):]))
+			dims[r] = d
+			n *= uint64(d)
+			bad |= b2u(d < 0) | b2u(d > 1<<31) | b2u(n > 1<<32)
+		}
+		t := Tensor{Name: unsafeString(buf[dimsEnd:nameEnd]), DType: dt, Flags: flags, Dims: dims}
+		if flags&FlagByHandle != 0 {
+			bad |= b2u(dataLen != 0)
+		} else {
+			end := dataOff + dataLen
+			bad |= b2u(dataLen != n*uint64(dt.Size()))
+			if dataLen > 0 {
+				bad |= b2u(dataOff%8 != 0) | b2u(dataOff < tableEnd) | b2u(end > total) | b2u(end < dataOff)
+				if bad != 0 {
+					return false
+				}
+				t.Data = buf[dataOff:end:end]
+			}
+		}
+		if bad != 0 {
+			return false
+		}
+		e.Tensors = append(e.Tensors, t)
+		off = align8(nameEnd)
+	}
+	return true
+}
+
+// magicLE is Magic as a little-endian u32.
+var magicLE = le.Uint32([]byte(Magic))
+
+// decodeChecked is Decode checking one condition at a time, for the error.
+func (e *Envelope) decodeChecked(buf []byte) error {
 	e.Attrs = e.Attrs[:0]
 	e.Tensors = e.Tensors[:0]
 	e.dims = e.dims[:0]

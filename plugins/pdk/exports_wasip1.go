@@ -15,6 +15,13 @@ var allocs = map[uint32][]uint64{}
 // result keeps the last result alive until the next export call.
 var result []byte
 
+// lastPtr/lastBuf are the most recent gw_alloc buffer: the host reuses one
+// input buffer for every call, so input usually finds it without the map.
+var (
+	lastPtr uint32
+	lastBuf []uint64
+)
+
 //go:wasmexport gw_abi_v1
 func gwABIv1() {}
 
@@ -23,11 +30,17 @@ func gwAlloc(size uint32) uint32 {
 	buf := make([]uint64, (uint64(size)+7)/8+1)
 	p := uint32(uintptr(unsafe.Pointer(&buf[0])))
 	allocs[p] = buf
+	lastPtr, lastBuf = p, buf
 	return p
 }
 
 //go:wasmexport gw_free
-func gwFree(ptr uint32) { delete(allocs, ptr) }
+func gwFree(ptr uint32) {
+	delete(allocs, ptr)
+	if ptr == lastPtr {
+		lastPtr, lastBuf = 0, nil
+	}
+}
 
 //go:wasmexport gw_describe
 func gwDescribe() uint64 { return pack(mustRunner().Describe()) }
@@ -69,7 +82,10 @@ func mustRunner() *Runner {
 // input returns the n bytes at ptr, which must be the start of a buffer
 // from gw_alloc holding at least n bytes.
 func input(ptr, n uint32) ([]byte, []byte) {
-	buf, ok := allocs[ptr]
+	buf, ok := lastBuf, ptr == lastPtr && ptr != 0
+	if !ok {
+		buf, ok = allocs[ptr]
+	}
 	if !ok || uint64(n) > 8*uint64(len(buf)) {
 		return nil, mustRunner().fail(abi.StatusPluginError, Errorf(abi.CodePluginError, "", "input [%#x, +%d) is not inside a gw_alloc buffer", ptr, n))
 	}

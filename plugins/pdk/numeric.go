@@ -196,10 +196,19 @@ func QuatRoundTrip(m *Mat3) Mat3 { return MatFromQuat(QuatFromMat(m)) }
 
 // AllFinite reports whether no value is NaN or ±Inf.
 func AllFinite(v []float64) bool {
+	// x − x is +0 for every finite x and NaN for ±Inf and NaN; the flags
+	// are combined without branches (each one a dispatch-loop trip in a
+	// wasm guest).
+	var bad uint8
 	for _, x := range v {
-		if math.IsNaN(x) || math.IsInf(x, 0) {
-			return false
-		}
+		bad |= b2u8(x-x != 0)
 	}
-	return true
+	return bad == 0
+}
+
+func b2u8(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -33,6 +33,7 @@ import (
 	"fmt"
 
 	"github.com/gr00tgw/gr00tgw/plugins/abi"
+	"github.com/gr00tgw/gr00tgw/plugins/internal/wasmstr"
 )
 
 // Plugin is implemented by every embodiment plugin.
@@ -91,7 +92,7 @@ func (o *Observation) StateGroup(key string) *StateInput { return findState(o.St
 // Camera returns the camera named key, or nil.
 func (o *Observation) Camera(key string) *CameraInput {
 	for i := range o.Cameras {
-		if o.Cameras[i].Key == key {
+		if wasmstr.Equal(o.Cameras[i].Key, key) {
 			return &o.Cameras[i]
 		}
 	}
@@ -116,7 +117,7 @@ func (p *PostInput) StateGroup(key string) *StateInput { return findState(p.Stat
 
 func findState(s []StateInput, key string) *StateInput {
 	for i := range s {
-		if s[i].Key == key {
+		if wasmstr.Equal(s[i].Key, key) {
 			return &s[i]
 		}
 	}
@@ -181,3 +182,12 @@ func asError(err error) (uint32, *Error) {
 	}
 	return abi.StatusPluginError, &Error{Code: abi.CodePluginError, Message: err.Error()}
 }
+
+// Equal reports a == b. In a wasm guest it compares 8 bytes per load
+// (string == there ends in a byte-at-a-time loop); natively it is ==.
+// Use it for the string comparisons on a plugin's per-request path.
+func Equal(a, b string) bool { return wasmstr.Equal(a, b) }
+
+// RuneCount returns utf8.RuneCountInString(s); in a wasm guest it skips
+// ASCII 8 bytes at a time.
+func RuneCount(s string) int { return wasmstr.RuneCount(s) }

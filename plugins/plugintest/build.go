@@ -216,3 +216,15 @@ func sha256Hex(b []byte) string {
 // it for plugins.DeadlineStopFlag (plugins/internal/stopcheck), for
 // benchmarks that drive wazero directly.
 func InstrumentStopChecks(wasm []byte) ([]byte, error) { return stopcheck.Instrument(wasm) }
+
+// StopCheckBudget is the name of the budget global InstrumentStopChecks
+// exports: benchmarks set it high and read it back to count the checks a
+// call passes.
+const StopCheckBudget = stopcheck.Budget
+
+// InstrumentStopChecksEveryLoop is InstrumentStopChecks as it was before
+// the dispatch-loop analysis (a check at every loop header), for
+// benchmarks that compare the two.
+func InstrumentStopChecksEveryLoop(wasm []byte) ([]byte, error) {
+	return stopcheck.InstrumentEveryLoop(wasm)
+}

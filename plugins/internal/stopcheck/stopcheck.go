@@ -1,7 +1,7 @@
 // Package stopcheck rewrites a WebAssembly module so that the host can stop
 // it cheaply. It adds two mutable i32 globals, exported as Stop and Budget,
-// and at every function entry (unless the body starts with a loop) and
-// every loop header the check
+// and at every function entry (unless the body starts with a checked loop)
+// and every loop header the check
 //
 //	global.get $budget
 //	i32.eqz
@@ -20,6 +20,17 @@
 // To stop a running call the host sets Stop to 1 and Budget to 0 from
 // another goroutine; the call traps at its next check (or, if its own
 // decrement raced with the host's store, within Interval checks).
+//
+// Go's wasm backend turns every jump between basic blocks (if/else
+// included) into a branch back to one dispatch loop per function, so a
+// check at that loop's header runs on nearly every branch. Such loops are
+// recognised (see loopInfo) and checked only in front of the jumps to the
+// same or an earlier block, which are the only ones that can close a
+// cycle; forward jumps are free. Between two checks a call therefore runs
+// at most one pass over each function's blocks, and any infinite execution
+// still passes a check: a cycle within a function needs a back-edge
+// (a checked header or a checked backward jump), and recursion passes
+// function entries. InstrumentEveryLoop keeps the older placement.
 //
 // Why the periodic exit: native code compiled by wazero cannot be preempted
 // by the Go runtime, so a guest that never leaves it blocks any
@@ -84,7 +95,14 @@ var order = map[byte]int{secType: 1, secImport: 2, secFunction: 3, secTable: 4, 
 // Instrument returns a copy of wasm with the control globals and the checks
 // described in the package comment. It does not modify wasm. The module
 // must have a memory (the checks use memory.grow).
-func Instrument(wasm []byte) ([]byte, error) {
+func Instrument(wasm []byte) ([]byte, error) { return instrument(wasm, false) }
+
+// InstrumentEveryLoop is Instrument without the dispatch-loop analysis:
+// every loop header gets a check, as before that analysis existed. It is
+// kept for benchmarks and as a reference for tests.
+func InstrumentEveryLoop(wasm []byte) ([]byte, error) { return instrument(wasm, true) }
+
+func instrument(wasm []byte, everyLoop bool) ([]byte, error) {
 	if len(wasm) < 8 || string(wasm[:4]) != "\x00asm" || wasm[4] != 1 || wasm[5] != 0 || wasm[6] != 0 || wasm[7] != 0 {
 		return nil, fmt.Errorf("%w: not a version-1 binary module", ErrUnsupported)
 	}
@@ -187,7 +205,7 @@ func Instrument(wasm []byte) ([]byte, error) {
 			emit(secExport, body)
 			haveExport = true
 		case secCode:
-			body, err := instrumentCode(s.body, check, stop)
+			body, err := instrumentCode(s.body, check, stop, everyLoop)
 			if err != nil {
 				return nil, err
 			}
@@ -272,11 +290,12 @@ func appendToVec(b []byte, k uint64, elem []byte) ([]byte, error) {
 	return append(out, elem...), nil
 }
 
-func instrumentCode(b, check []byte, stop uint32) ([]byte, error) {
+func instrumentCode(b, check []byte, stop uint32, everyLoop bool) ([]byte, error) {
 	r := &reader{b: b}
 	n := r.u32()
 	out := append(make([]byte, 0, len(b)+len(b)/8), uleb(uint64(n))...)
 	var fn []byte
+	var sc scratch
 	for i := uint32(0); i < n; i++ {
 		size := r.u32()
 		body := r.bytes(int(size))
@@ -284,7 +303,7 @@ func instrumentCode(b, check []byte, stop uint32) ([]byte, error) {
 			return nil, fmt.Errorf("%w: code[%d]: %w", ErrUnsupported, i, r.err)
 		}
 		var err error
-		if fn, err = instrumentBody(fn[:0], body, check, stop); err != nil {
+		if fn, err = instrumentBody(fn[:0], body, check, stop, everyLoop, &sc); err != nil {
 			return nil, fmt.Errorf("%w: code[%d]: %w", ErrUnsupported, i, err)
 		}
 		out = append(out, uleb(uint64(len(fn)))...)
@@ -296,51 +315,66 @@ func instrumentCode(b, check []byte, stop uint32) ([]byte, error) {
 	return out, nil
 }
 
-// instrumentBody copies one function body, inserting check after the
-// locals (unless the body starts with a loop) and after every loop's block
-// type.
-func instrumentBody(out, body, check []byte, stop uint32) ([]byte, error) {
-	r := &reader{b: body}
-	groups := r.u32()
-	for g := uint32(0); g < groups && r.err == nil; g++ {
-		r.u32()
-		r.byte()
-	}
-	if r.err != nil {
-		return nil, fmt.Errorf("locals: %w", r.err)
-	}
-	out = append(out, body[:r.pos]...)
-	if r.pos >= len(body) || body[r.pos] != 0x03 {
-		// A body that starts with a loop gets its entry check from the
-		// loop header (Go's wasm backend emits such a dispatch loop in
-		// nearly every function): one check per call, not two.
-		out = append(out, check...)
-	}
-	for r.pos < len(body) {
+// instr is one decoded instruction of a function body: its byte range and
+// the immediates the analysis needs.
+type instr struct {
+	start, end int32
+	imm        uint32 // br/br_if depth, local.get/set index, i32.const value (as u32)
+	tab, ntab  int32  // br_table: targets (default last) are scratch.tables[tab : tab+ntab]
+	op         byte
+	emptyBT    bool // block/loop/if with the empty block type
+	check      byte // checkHeader / checkBefore, set by plan
+}
+
+// Check placements decided by plan.
+const (
+	checkHeader byte = 1 << iota // after a loop's block type
+	checkBefore                  // in front of the instruction (a back-edge br)
+)
+
+// scratch holds the per-function buffers of the analysis, reused across
+// the functions of a module (a Go module has tens of thousands).
+type scratch struct {
+	ins    []instr
+	tables []uint32
+	loops  []loopInfo
+	stack  []ctl
+}
+
+// decodeBody splits a body (after its locals) into sc.ins.
+func decodeBody(r *reader, stop uint32, sc *scratch) error {
+	ins := sc.ins[:0]
+	sc.tables = sc.tables[:0]
+	defer func() { sc.ins = ins }()
+	for r.pos < len(r.b) {
 		start := r.pos
 		op := r.byte()
-		loop := false
+		in := instr{start: int32(start), op: op}
 		switch {
 		case op == 0x00, op == 0x01, op == 0x05, op == 0x0B, op == 0x0F, op == 0x1A, op == 0x1B,
 			op >= 0x45 && op <= 0xC4, op == 0xD1:
 			// no immediate
-		case op == 0x02, op == 0x04:
-			r.sleb() // block type
-		case op == 0x03:
+		case op == 0x02, op == 0x03, op == 0x04: // block, loop, if
+			in.emptyBT = r.pos < len(r.b) && r.b[r.pos] == 0x40
 			r.sleb()
-			loop = true
-		case op == 0x0C, op == 0x0D, op == 0x10, op == 0x12, op == 0x20, op == 0x21, op == 0x22,
-			op == 0x25, op == 0x26, op == 0xD2:
+		case op == 0x0C, op == 0x0D, op == 0x20, op == 0x21: // br, br_if, local.get, local.set
+			in.imm = r.u32()
+		case op == 0x10, op == 0x12, op == 0x22, op == 0x25, op == 0x26, op == 0xD2:
 			r.u32()
 		case op == 0x23, op == 0x24:
 			if idx := r.u32(); r.err == nil && idx >= stop {
-				return nil, fmt.Errorf("global index %d out of range", idx)
+				return fmt.Errorf("global index %d out of range", idx)
 			}
 		case op == 0x0E: // br_table
 			n := r.u32()
-			for j := uint32(0); j <= n && r.err == nil; j++ {
-				r.u32()
+			if r.err == nil && uint64(n) > uint64(len(r.b)) {
+				return fmt.Errorf("br_table with %d targets", n)
 			}
+			in.tab = int32(len(sc.tables))
+			for j := uint32(0); j <= n && r.err == nil; j++ {
+				sc.tables = append(sc.tables, r.u32())
+			}
+			in.ntab = int32(len(sc.tables)) - in.tab
 		case op == 0x11, op == 0x13: // call_indirect, return_call_indirect
 			r.u32()
 			r.u32()
@@ -351,13 +385,13 @@ func instrumentBody(out, body, check []byte, stop uint32) ([]byte, error) {
 			}
 		case op >= 0x28 && op <= 0x3E: // memarg
 			if align := r.u32(); align&0x40 != 0 {
-				return nil, errors.New("multi-memory memarg")
+				return errors.New("multi-memory memarg")
 			}
 			r.u64()
 		case op == 0x3F, op == 0x40: // memory.size/grow 0
 			r.u32()
 		case op == 0x41:
-			r.sleb()
+			in.imm = uint32(r.s32())
 		case op == 0x42:
 			r.sleb()
 		case op == 0x43:
@@ -378,21 +412,181 @@ func instrumentBody(out, body, check []byte, stop uint32) ([]byte, error) {
 				r.u32()
 				r.u32()
 			default:
-				return nil, fmt.Errorf("opcode 0xfc %d", sub)
+				return fmt.Errorf("opcode 0xfc %d", sub)
 			}
 		default:
-			return nil, fmt.Errorf("opcode %#x at offset %d", op, start)
+			return fmt.Errorf("opcode %#x at offset %d", op, start)
 		}
 		if r.err != nil {
-			return nil, fmt.Errorf("opcode %#x at offset %d: %w", op, start, r.err)
+			return fmt.Errorf("opcode %#x at offset %d: %w", op, start, r.err)
 		}
-		out = append(out, body[start:r.pos]...)
-		if loop {
-			out = append(out, check...)
+		in.end = int32(r.pos)
+		ins = append(ins, in)
+	}
+	return nil
+}
+
+// A dispatch loop is the shape Go's wasm backend gives every function with
+// jumps between basic blocks:
+//
+//	loop
+//	  block … block            ;; k blocks, empty block type
+//	    local.get $pc
+//	    br_table …             ;; every target one of the k blocks
+//	  end  segment 0  end  segment 1 … end  segment k-1
+//	end
+//
+// and every jump is "i32.const K; local.set $pc; br <loop>", which lands
+// in segment table[K]. A jump to a later segment than the one it is in is
+// a forward jump (an if/else, a break) and needs no check; only jumps to
+// the same or an earlier segment (Go's loop back-edges) can form a cycle,
+// and they get the check in front of the br. Any other branch to the loop
+// gives it an ordinary header check.
+type loopInfo struct {
+	dispatch bool     // still a candidate for per-jump checks
+	pc       uint32   // the selector local
+	table    []uint32 // the br_table targets (segment per K; default last), in scratch.tables
+	seg      int      // the segment being scanned (-1 before the first end)
+	at       int      // index of the loop instruction
+}
+
+type ctl struct {
+	op   byte // 0x02 block, 0x03 loop, 0x04 if, 0 the function body
+	loop int  // index into loops for a loop, -1 otherwise
+	// for the blocks of a dispatch loop: the loop and the segment that
+	// follows the block's end
+	owner, seg int
+}
+
+// plan sets the check flags of sc.ins: checkHeader on loops that are not
+// recognised dispatch loops, checkBefore on dispatch back-edges.
+func plan(sc *scratch) {
+	ins := sc.ins
+	loops := sc.loops[:0]
+	stack := append(sc.stack[:0], ctl{op: 0, loop: -1, owner: -1})
+	defer func() { sc.loops, sc.stack = loops, stack }()
+	for i := 0; i < len(ins); i++ {
+		in := &ins[i]
+		switch in.op {
+		case 0x02, 0x04:
+			stack = append(stack, ctl{op: in.op, loop: -1, owner: -1})
+		case 0x03:
+			li := loopInfo{seg: -1, at: i}
+			// Recognise the dispatch prologue.
+			k := 0
+			for i+1+k < len(ins) && ins[i+1+k].op == 0x02 && ins[i+1+k].emptyBT {
+				k++
+			}
+			if in.emptyBT && k > 0 && i+k+2 < len(ins) && ins[i+k+1].op == 0x20 && ins[i+k+2].op == 0x0E {
+				bt := &ins[i+k+2]
+				li.dispatch, li.pc, li.table = true, ins[i+k+1].imm, sc.tables[bt.tab:bt.tab+bt.ntab]
+				for _, t := range li.table {
+					li.dispatch = li.dispatch && int(t) < k
+				}
+			}
+			loops = append(loops, li)
+			l := len(loops) - 1
+			stack = append(stack, ctl{op: 0x03, loop: l, owner: -1})
+			if li.dispatch {
+				for j := 0; j < k; j++ {
+					// Block j from the outside is at depth k-1-j at the
+					// br_table: the code after its end is segment k-1-j.
+					stack = append(stack, ctl{op: 0x02, loop: -1, owner: l, seg: k - 1 - j})
+				}
+				i += k
+			}
+		case 0x0B:
+			c := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if c.owner >= 0 {
+				loops[c.owner].seg = c.seg
+			}
+			if len(stack) == 0 {
+				i = len(ins) // the function's end
+			}
+		case 0x0C, 0x0D:
+			if int(in.imm) >= len(stack) {
+				continue // invalid; wazero rejects it
+			}
+			c := stack[len(stack)-1-int(in.imm)]
+			if c.loop < 0 {
+				continue
+			}
+			l := &loops[c.loop]
+			if in.op == 0x0C && l.dispatch && i >= 2 && ins[i-1].op == 0x21 && ins[i-2].op == 0x41 && ins[i-1].imm == l.pc {
+				k := ins[i-2].imm
+				t := l.table[len(l.table)-1]
+				if uint64(k) < uint64(len(l.table)-1) {
+					t = l.table[k]
+				}
+				if int(t) <= l.seg {
+					in.check |= checkBefore // a back-edge
+				}
+				continue
+			}
+			l.dispatch = false
+		case 0x0E:
+			for _, d := range sc.tables[in.tab : in.tab+in.ntab] {
+				if int(d) < len(stack) {
+					if c := stack[len(stack)-1-int(d)]; c.loop >= 0 {
+						loops[c.loop].dispatch = false
+					}
+				}
+			}
 		}
+	}
+	for _, l := range loops {
+		if !l.dispatch {
+			ins[l.at].check |= checkHeader
+		}
+	}
+}
+
+// instrumentBody copies one function body, inserting check after the
+// locals (unless the body starts with a loop that gets a header check),
+// after the block type of every loop that is not a recognised dispatch
+// loop, and in front of every back-edge jump of a dispatch loop.
+func instrumentBody(out, body, check []byte, stop uint32, everyLoop bool, sc *scratch) ([]byte, error) {
+	r := &reader{b: body}
+	groups := r.u32()
+	for g := uint32(0); g < groups && r.err == nil; g++ {
+		r.u32()
+		r.byte()
+	}
+	if r.err != nil {
+		return nil, fmt.Errorf("locals: %w", r.err)
+	}
+	out = append(out, body[:r.pos]...)
+	if err := decodeBody(r, stop, sc); err != nil {
+		return nil, err
 	}
 	if len(body) == 0 || body[len(body)-1] != 0x0B {
 		return nil, errors.New("body does not end with end")
+	}
+	ins := sc.ins
+	if everyLoop {
+		for i := range ins {
+			if ins[i].op == 0x03 {
+				ins[i].check = checkHeader
+			}
+		}
+	} else {
+		plan(sc)
+	}
+	if len(ins) == 0 || ins[0].check&checkHeader == 0 {
+		// A body that starts with a checked loop gets its entry check
+		// from the loop header: one check per call, not two.
+		out = append(out, check...)
+	}
+	for i := range ins {
+		in := &ins[i]
+		if in.check&checkBefore != 0 {
+			out = append(out, check...)
+		}
+		out = append(out, body[in.start:in.end]...)
+		if in.check&checkHeader != 0 {
+			out = append(out, check...)
+		}
 	}
 	return out, nil
 }
@@ -455,6 +649,30 @@ func (r *reader) u32() uint32 {
 		r.err = errors.New("u32 out of range")
 	}
 	return uint32(v)
+}
+
+// s32 reads a signed LEB128 i32.
+func (r *reader) s32() int32 {
+	var v int64
+	var shift uint
+	for {
+		c := r.byte()
+		if r.err != nil {
+			return 0
+		}
+		if shift >= 35 {
+			r.err = errors.New("LEB128 too long")
+			return 0
+		}
+		v |= int64(c&0x7F) << shift
+		shift += 7
+		if c&0x80 == 0 {
+			if shift < 64 && c&0x40 != 0 {
+				v |= -1 << shift
+			}
+			return int32(v)
+		}
+	}
 }
 
 // sleb skips a signed LEB128 (block types and constants are copied

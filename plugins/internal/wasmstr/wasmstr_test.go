@@ -1,0 +1,58 @@
+package wasmstr
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+var cases = []string{"", "a", "ab", "abc", "abcd", "abcde", "state.", "float32", "float64", "eef_9d", "abcdefgh", "abcdefghi",
+	"exterior_image_1_left", "exterior_image_1_lefT", "oxe_droid_relative_eef_relative_joint", "héllo wörld, ünïcode ✓", "\x80"}
+
+// TestWordsMatchOperators: the wasm implementations agree with ==,
+// strings.HasPrefix and utf8.RuneCountInString on every pair of cases
+// and every prefix of them.
+func TestWordsMatchOperators(t *testing.T) {
+	for _, a := range cases {
+		if got, want := runeCountWords(a), utf8.RuneCountInString(a); got != want {
+			t.Errorf("runeCountWords(%q) = %d, want %d", a, got, want)
+		}
+		for _, b := range cases {
+			check(t, a, b)
+		}
+		for i := range len(a) + 1 {
+			check(t, a, a[:i])
+			check(t, a[:i], a)
+			// Same content, different memory.
+			c := strings.Clone(a[:i])
+			check(t, a[:i], c)
+			check(t, a, c)
+		}
+	}
+}
+
+func check(t *testing.T, a, b string) {
+	t.Helper()
+	if got := equalWords(a, b); got != (a == b) {
+		t.Errorf("equalWords(%q, %q) = %v", a, b, got)
+	}
+	if got := hasPrefixWords(a, b); got != strings.HasPrefix(a, b) {
+		t.Errorf("hasPrefixWords(%q, %q) = %v", a, b, got)
+	}
+	if Equal(a, b) != (a == b) || HasPrefix(a, b) != strings.HasPrefix(a, b) {
+		t.Errorf("Equal/HasPrefix(%q, %q) disagree with the operators", a, b)
+	}
+}
+
+func FuzzWords(f *testing.F) {
+	for _, c := range cases {
+		f.Add(c, c)
+		f.Add(c, c+"x")
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		check(t, a, b)
+		if got, want := runeCountWords(a), utf8.RuneCountInString(a); got != want {
+			t.Errorf("runeCountWords(%q) = %d, want %d", a, got, want)
+		}
+	})
+}
