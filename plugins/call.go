@@ -79,38 +79,63 @@ var builders = sync.Pool{New: func() any { return new(envelope.Builder) }}
 // that a request costs no string building: "state."+key, "video."+key, and
 // the action keys keyed by their tensor name. Read-only after load.
 type nameCache struct {
-	state, video map[string]string // key → prefixed name
-	action       map[string]string // "action."+key → key
+	state, video namePairs // key → prefixed name
+	action       namePairs // "action."+key → key
+}
+
+// namePairs maps from[i] to to[i], in description order. Requests name
+// the groups in that order, so lookup tries the caller's position first:
+// one string comparison instead of hashing the key (a map lookup per group
+// was ~0.2 µs of host time per DROID request).
+type namePairs struct{ from, to []string }
+
+func (n *namePairs) add(from, to string) {
+	n.from, n.to = append(n.from, from), append(n.to, to)
+}
+
+// lookup returns the name paired with s, trying position i first.
+func (n *namePairs) lookup(i int, s string) (string, bool) {
+	if i < len(n.from) && n.from[i] == s {
+		return n.to[i], true
+	}
+	for j, f := range n.from {
+		if f == s {
+			return n.to[j], true
+		}
+	}
+	return "", false
 }
 
 func newNameCache(d *Description) nameCache {
-	c := nameCache{state: map[string]string{}, video: map[string]string{}, action: map[string]string{}}
+	var c nameCache
 	for _, g := range d.State {
-		c.state[g.Key] = abi.StatePrefix + g.Key
+		c.state.add(g.Key, abi.StatePrefix+g.Key)
 	}
 	for _, g := range d.Cameras {
-		c.video[g.Key] = abi.VideoPrefix + g.Key
+		c.video.add(g.Key, abi.VideoPrefix+g.Key)
 	}
 	for _, g := range d.Actions {
-		c.action[abi.ActionPrefix+g.Key] = g.Key
+		c.action.add(abi.ActionPrefix+g.Key, g.Key)
 	}
 	return c
 }
 
-func prefixed(m map[string]string, prefix, key string) string {
-	if n, ok := m[key]; ok {
+// prefixed returns prefix+key, from m when key is described (the i-th
+// group of a request is usually m's i-th).
+func prefixed(m *namePairs, i int, prefix, key string) string {
+	if n, ok := m.lookup(i, key); ok {
 		return n
 	}
 	return prefix + key
 }
 
 func (p *Plugin) stateTensors(b *envelope.Builder, stage string, st []StateGroup) error {
-	for _, g := range st {
+	for i, g := range st {
 		switch {
 		case g.Steps == 0:
-			b.Float64(prefixed(p.names.state, abi.StatePrefix, g.Key), []int64{int64(len(g.Values))}, g.Values)
+			b.Float64(prefixed(&p.names.state, i, abi.StatePrefix, g.Key), []int64{int64(len(g.Values))}, g.Values)
 		case g.Steps > 0 && len(g.Values)%g.Steps == 0:
-			b.Float64(prefixed(p.names.state, abi.StatePrefix, g.Key), []int64{int64(g.Steps), int64(len(g.Values) / g.Steps)}, g.Values)
+			b.Float64(prefixed(&p.names.state, i, abi.StatePrefix, g.Key), []int64{int64(g.Steps), int64(len(g.Values) / g.Steps)}, g.Values)
 		default:
 			return &GuestError{Plugin: p.name, Stage: stage, Code: abi.CodeInvalidState, Field: "state." + g.Key,
 				Message: fmt.Sprintf("%d values do not form %d equal timesteps", len(g.Values), g.Steps)}
@@ -152,12 +177,12 @@ func (p *Plugin) PreInto(ctx context.Context, in *PreInput, out *PreOutput) erro
 	b.Reset()
 	attrs(b, in.RequestID, in.Embodiment, in.StateDType)
 	b.Attr(abi.AttrInstruction, in.Instruction)
-	for _, c := range in.Cameras {
+	for i, c := range in.Cameras {
 		ch := c.Channels
 		if ch == 0 {
 			ch = 3
 		}
-		b.Descriptor(prefixed(p.names.video, abi.VideoPrefix, c.Key), envelope.Uint8, []int64{int64(c.Frames), int64(c.Height), int64(c.Width), int64(ch)})
+		b.Descriptor(prefixed(&p.names.video, i, abi.VideoPrefix, c.Key), envelope.Uint8, []int64{int64(c.Frames), int64(c.Height), int64(c.Width), int64(ch)})
 	}
 	if err := p.stateTensors(b, "pre", in.State); err != nil {
 		return err
@@ -233,7 +258,7 @@ func (p *Plugin) PostInto(ctx context.Context, in *PostInput, out *PostOutput) e
 			}
 			start := len(vals)
 			vals = append(vals, v...)
-			key, ok := p.names.action[t.Name] // t.Name aliases guest memory
+			key, ok := p.names.action.lookup(i, t.Name) // t.Name aliases guest memory
 			if !ok {
 				key = strings.Clone(t.Name[len(abi.ActionPrefix):])
 			}

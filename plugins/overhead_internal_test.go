@@ -70,8 +70,8 @@ func BenchmarkHostOverhead(b *testing.B) {
 			eb.Reset()
 			attrs(eb, "", "oxe_droid_relative_eef_relative_joint", "")
 			eb.Attr("instruction", "Put the blue block in the green bowl")
-			for _, c := range d.Cameras {
-				eb.Descriptor(prefixed(p.names.video, "video.", c.Key), envelope.Uint8, []int64{2, 180, 320, 3})
+			for i, c := range d.Cameras {
+				eb.Descriptor(prefixed(&p.names.video, i, "video.", c.Key), envelope.Uint8, []int64{2, 180, 320, 3})
 			}
 			_ = p.stateTensors(eb, "pre", state)
 			_, _ = eb.Bytes()

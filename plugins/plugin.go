@@ -389,8 +389,13 @@ type instance struct {
 	inPtr, inCap                     uint32
 	calls                            int
 	stdio                            *stdioWriter
-	wd                               *watchdog         // nil with DeadlineCloseOnContextDone
-	dec                              envelope.Envelope // result decoder, reused across calls
+	wd                               *watchdog // nil with DeadlineCloseOnContextDone
+	// Result decoders, one per stage (0 pre, 1 post), reused across
+	// calls: a stage's results repeat their layout at the same address
+	// (the guest's result cache), so Decode re-reads only the attributes
+	// (envelope.Envelope.Reused); one decoder shared by both stages would
+	// see the layout alternate and decode in full every call.
+	dec [2]envelope.Envelope
 }
 
 // close closes the module and stops the instance's deadline timer.
@@ -795,9 +800,9 @@ func (p *Plugin) invoke(ctx context.Context, stage string, in *envelope.Builder,
 	p.o.observer.PoolInUse(p.name, int(p.inUse.Add(1)))
 
 	inst.stdio.reset()
-	fn := inst.pre
+	fn, dec := inst.pre, &inst.dec[0]
 	if stage == "post" {
-		fn = inst.post
+		fn, dec = inst.post, &inst.dec[1]
 	}
 	var fired bool
 	if inst.wd != nil {
@@ -849,9 +854,9 @@ func (p *Plugin) invoke(ctx context.Context, stage string, in *envelope.Builder,
 		}
 		return gerr
 	}
-	err = inst.dec.Decode(body)
+	err = dec.Decode(body)
 	if err == nil {
-		err = use(&inst.dec)
+		err = use(dec)
 	}
 	if err != nil {
 		outcome = OutcomeBadPointer

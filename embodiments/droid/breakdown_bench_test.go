@@ -124,6 +124,10 @@ func (c *caseA) postMsg() []byte {
 //	write-pre/post  copying the input envelope into guest memory
 //	decode-pre/post the guest's envelope decode, in full (decode-checked-*:
 //	             its slow path alone, as before the fast path existed)
+//	decode-reuse-pre/post Envelope.Decode as the Runner calls it, in steady
+//	             state (same buffer and layout: the attributes only)
+//	attrs-pre/post the Runner's request-attribute scan alone (on
+//	             decode-reuse's last decode)
 //	extract-pre/post the Runner's decode plus filling its Observation /
 //	             PostInput, in steady state: the input layout repeats, so
 //	             the decoded tensors and what was derived from them are
@@ -193,6 +197,10 @@ func BenchmarkBreakdown(b *testing.B) {
 		run("write-post", post, "")
 		run("decode-pre", pre, "gw_bench_decode")
 		run("decode-post", post, "gw_bench_decode")
+		run("decode-reuse-pre", pre, "gw_bench_decode_reuse")
+		run("attrs-pre", nil, "gw_bench_attrs")
+		run("decode-reuse-post", post, "gw_bench_decode_reuse")
+		run("attrs-post", nil, "gw_bench_attrs")
 		run("extract-pre", pre, "gw_bench_extract_pre")
 		run("extract-post", post, "gw_bench_extract_post")
 		run("decode-checked-pre", pre, "gw_bench_decode_checked")

@@ -214,10 +214,22 @@ func clipBits(b uint32) uint32 {
 }
 
 func validateState(st []pdk.StateInput) error {
+	_, _, _, err := stateGroups(st)
+	return err
+}
+
+// stateGroups validates st (validateState) and returns its eef_9d,
+// gripper_position and joint_position groups. In the shape the host
+// sends (validStateFast) they are st[0], st[1] and st[2]: no lookup, which
+// in a wasm guest would cost a call and a key comparison per group.
+func stateGroups(st []pdk.StateInput) (e, g, j *pdk.StateInput, err error) {
 	if validStateFast(st) {
-		return nil
+		return &st[0], &st[1], &st[2], nil
 	}
-	return validateStateSlow(st)
+	if err := validateStateSlow(st); err != nil {
+		return nil, nil, nil, err
+	}
+	return findState(st, "eef_9d"), findState(st, "gripper_position"), findState(st, "joint_position"), nil
 }
 
 // validateStateSlow is validateState one condition at a time, for the
@@ -281,16 +293,16 @@ func validCamerasFast(cs []pdk.CameraInput) bool {
 	if len(cs) != 2 || !pdk.Equal(cs[0].Key, cameras[0]) || !pdk.Equal(cs[1].Key, cameras[1]) {
 		return false
 	}
-	return validCamera(&cs[0])&validCamera(&cs[1]) == 1
-}
-
-// validCamera is 1 if c passes validateCameras' checks, else 0.
-func validCamera(c *pdk.CameraInput) uint32 {
-	r := float64(c.Width) / float64(c.Height)
-	bad := b2u(c.Frames != len(videoDelta)) | b2u(c.Channels != 3) |
-		b2u(c.Height < 64) | b2u(c.Width < 64) | b2u(c.Height > 4096) | b2u(c.Width > 4096) |
-		b2u(r < 1.686) | b2u(r > 1.814)
-	return bad ^ 1
+	// validCamera for both, written out (two calls fewer in a wasm guest).
+	a, b := &cs[0], &cs[1]
+	ra, rb := float64(a.Width)/float64(a.Height), float64(b.Width)/float64(b.Height)
+	bad := b2u(a.Frames != len(videoDelta)) | b2u(a.Channels != 3) |
+		b2u(a.Height < 64) | b2u(a.Width < 64) | b2u(a.Height > 4096) | b2u(a.Width > 4096) |
+		b2u(ra < 1.686) | b2u(ra > 1.814) |
+		b2u(b.Frames != len(videoDelta)) | b2u(b.Channels != 3) |
+		b2u(b.Height < 64) | b2u(b.Width < 64) | b2u(b.Height > 4096) | b2u(b.Width > 4096) |
+		b2u(rb < 1.686) | b2u(rb > 1.814)
+	return bad == 0
 }
 
 func b2u(b bool) uint32 {
@@ -310,10 +322,21 @@ func findState(st []pdk.StateInput, key string) *pdk.StateInput {
 }
 
 func checkDType(dt string) error {
-	if !pdk.Equal(dt, "float32") && !pdk.Equal(dt, "float64") {
-		return pdk.Errorf(abi.CodeInvalidState, "state_dtype", "%q, want float32 or float64", dt)
+	_, err := isFloat64(dt)
+	return err
+}
+
+// isFloat64 checks the state dtype (checkDType) and reports whether it is
+// float64, with one string comparison for float32 (a call in a wasm
+// guest).
+func isFloat64(dt string) (bool, error) {
+	if pdk.Equal(dt, "float32") {
+		return false, nil
 	}
-	return nil
+	if pdk.Equal(dt, "float64") {
+		return true, nil
+	}
+	return false, pdk.Errorf(abi.CodeInvalidState, "state_dtype", "%q, want float32 or float64", dt)
 }
 
 // Pre implements pdk.Plugin.
@@ -324,7 +347,8 @@ func (d *Droid) Pre(obs *pdk.Observation) ([]float32, error) {
 	if obs.Embodiment != "" && !pdk.Equal(obs.Embodiment, Tag) {
 		return nil, pdk.Errorf(abi.CodeInvalidEmbodiment, "embodiment", "%q, this plugin serves %s", obs.Embodiment, Tag)
 	}
-	if err := checkDType(obs.StateDType); err != nil {
+	f64, err := isFloat64(obs.StateDType)
+	if err != nil {
 		return nil, err
 	}
 	n := pdk.RuneCount(obs.Instruction)
@@ -334,14 +358,16 @@ func (d *Droid) Pre(obs *pdk.Observation) ([]float32, error) {
 	if err := validateCameras(obs); err != nil {
 		return nil, err
 	}
-	if err := validateState(obs.State); err != nil {
+	eg, gg, jg, err := stateGroups(obs.State)
+	if err != nil {
 		return nil, err
 	}
 	off := 0
 	clear(d.state[:])
-	if pdk.Equal(obs.StateDType, "float64") {
-		for _, g := range groups {
-			s := obs.StateGroup(g.key)
+	if f64 {
+		byGroup := [...]*pdk.StateInput{eg, gg, jg} // in groups' order
+		for i, g := range groups {
+			s := byGroup[i]
 			pdk.NormalizeMinMax64(d.state[off:off+g.dim], s.Values, d.lo[off:off+g.dim], d.hi[off:off+g.dim], d.clip)
 			off += g.dim
 		}
@@ -350,9 +376,9 @@ func (d *Droid) Pre(obs *pdk.Observation) ([]float32, error) {
 	// float32 state: pdk.NormalizeMinMax32 unrolled over the 17 dims with
 	// per-dim constants from setStateBounds (validateState checked the
 	// widths).
-	e := (*[9]float64)(findState(obs.State, "eef_9d").Values)
-	g := findState(obs.State, "gripper_position").Values[0]
-	j := (*[7]float64)(findState(obs.State, "joint_position").Values)
+	e := (*[9]float64)(eg.Values)
+	g := gg.Values[0]
+	j := (*[7]float64)(jg.Values)
 	st := &d.state
 	st[0], st[1], st[2] = d.norm32(0, e[0]), d.norm32(1, e[1]), d.norm32(2, e[2])
 	st[3], st[4], st[5] = d.norm32(3, e[3]), d.norm32(4, e[4]), d.norm32(5, e[5])
@@ -386,7 +412,7 @@ func (d *Droid) setStateBounds(clip bool) {
 func (d *Droid) norm32(i int, x float64) float32 {
 	v := float32((float64(float32(x)) - d.lo[i]) / d.rng[i])
 	b := math.Float32bits(float32(float32(2*v) - 1))
-	b = b&^d.clipMask | clipBits(b)&d.clipMask
+	b ^= (clipBits(b) ^ b) & d.clipMask // b&^clipMask | clipBits(b)&clipMask, cheaper (inlines)
 	return math.Float32frombits(b &^ d.zero[i])
 }
 
@@ -438,26 +464,29 @@ func (d *Droid) Post(in *pdk.PostInput) (*pdk.Actions, error) {
 	if in.Horizon < Horizon || in.Dim < 17 || len(in.ActionPred) != in.Horizon*in.Dim {
 		return nil, pdk.Errorf(abi.CodeInvalidAction, abi.TensorActionPred, "shape [%d, %d] (%d values), want at least [%d, 17]", in.Horizon, in.Dim, len(in.ActionPred), Horizon)
 	}
-	if err := checkDType(in.StateDType); err != nil {
+	f64, err := isFloat64(in.StateDType)
+	if err != nil {
 		return nil, err
 	}
-	if err := validateState(in.State); err != nil {
+	eg, _, jg, err := stateGroups(in.State)
+	if err != nil {
 		return nil, err
 	}
-	f32 := !pdk.Equal(in.StateDType, "float64")
-	eefState := in.StateGroup("eef_9d").Values
-	jointState := in.StateGroup("joint_position").Values
+	f32 := !f64
+	eefState := eg.Values
+	jointState := jg.Values
 
 	// Reference frame: T_state from the raw state (rotation by
 	// Gram-Schmidt in the state's dtype), round-tripped through a
 	// quaternion as scipy does.
 	var rs pdk.Mat3
 	var ts [3]float64
+	// Widths were validated (9 and 7): fixed-size conversions, unrolled
+	// (each loop trip is a jump through Go's dispatch loop in a wasm guest).
+	e, j := (*[9]float64)(eefState), (*[7]float64)(jointState)
 	if f32 {
-		var s32 [9]float32
-		for i := range s32 {
-			s32[i] = float32(eefState[i])
-		}
+		s32 := [9]float32{float32(e[0]), float32(e[1]), float32(e[2]), float32(e[3]), float32(e[4]),
+			float32(e[5]), float32(e[6]), float32(e[7]), float32(e[8])}
 		rs = pdk.Rot6DToMat32(s32[3:])
 		ts = [3]float64{float64(s32[0]), float64(s32[1]), float64(s32[2])}
 	} else {
@@ -466,12 +495,10 @@ func (d *Droid) Post(in *pdk.PostInput) (*pdk.Actions, error) {
 	}
 	rs = pdk.QuatRoundTrip(&rs)
 
-	var js [7]float64
-	for j := range js {
-		js[j] = jointState[j]
-		if f32 {
-			js[j] = float64(float32(js[j]))
-		}
+	js := *j
+	if f32 {
+		js = [7]float64{float64(float32(j[0])), float64(float32(j[1])), float64(float32(j[2])), float64(float32(j[3])),
+			float64(float32(j[4])), float64(float32(j[5])), float64(float32(j[6]))}
 	}
 	d.steps(in.ActionPred, in.Dim, &rs, &ts, &js)
 	return &d.out, nil

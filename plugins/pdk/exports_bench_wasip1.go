@@ -123,3 +123,26 @@ func gwBenchExtractPost(ptr, n uint32) uint64 {
 	}
 	return pack(in[:8])
 }
+
+var benchReuse envelope.Envelope
+
+// gw_bench_decode_reuse decodes the input with Decode as the Runner does
+// (after the first call on one buffer and layout: the attributes only).
+//
+//go:wasmexport gw_bench_decode_reuse
+func gwBenchDecodeReuse(ptr, n uint32) uint64 {
+	in, _ := input(ptr, n)
+	if err := benchReuse.Decode(in); err != nil {
+		panic(err)
+	}
+	return pack(in[:8])
+}
+
+// gw_bench_attrs is requestAttrs alone on gw_bench_decode_reuse's last
+// decode.
+//
+//go:wasmexport gw_bench_attrs
+func gwBenchAttrs() uint32 {
+	id, emb, ins, dt := requestAttrs(&benchReuse)
+	return uint32(len(id) + len(emb) + len(ins) + len(dt))
+}

@@ -59,9 +59,9 @@ type resultCache struct {
 }
 
 type cachedTensor struct {
-	key  string // the group key as the plugin returned it (pre: unused)
-	h, d int    // shape [h, d] (pre: [d], h = 0)
-	off  int    // offset of the values in buf
+	key  string    // the group key as the plugin returned it (pre: unused)
+	h, d int       // shape [h, d] (pre: [d], h = 0)
+	vals []float32 // the values in buf, as float32 (made once: on wasm each unsafe.Slice is a call)
 }
 
 // fill records out (an encoded success) as the cache's result, keeping
@@ -73,13 +73,9 @@ func (r *Runner) fill(c *resultCache, out []byte, keys []string) []byte {
 		c.tensors = c.tensors[:0]
 		return out // cannot happen: we just encoded it; stay uncached
 	}
-	base := uintptr(unsafe.Pointer(&c.buf[0]))
 	for i := range r.scratch.Tensors {
 		t := &r.scratch.Tensors[i]
-		ct := cachedTensor{off: len(c.buf)}
-		if len(t.Data) > 0 {
-			ct.off = int(uintptr(unsafe.Pointer(&t.Data[0])) - base)
-		}
+		var ct cachedTensor
 		switch len(t.Dims) {
 		case 1:
 			ct.d = int(t.Dims[0])
@@ -92,6 +88,9 @@ func (r *Runner) fill(c *resultCache, out []byte, keys []string) []byte {
 		if i < len(keys) {
 			ct.key = keys[i]
 		}
+		if n := len(t.Data) / 4; n > 0 {
+			ct.vals = unsafe.Slice((*float32)(unsafe.Pointer(&t.Data[0])), n)
+		}
 		c.tensors = append(c.tensors, ct)
 	}
 	return c.buf
@@ -101,12 +100,6 @@ func (r *Runner) fill(c *resultCache, out []byte, keys []string) []byte {
 // returns its keys from the same constants every call).
 func sameString(a, b string) bool {
 	return wasmstr.Equal(a, b) // compares the data pointers first
-}
-
-func putF32(dst []byte, v []float32) {
-	if len(v) > 0 {
-		copy(dst, unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v)))
-	}
 }
 
 // NewRunner returns a Runner for p.
@@ -159,8 +152,8 @@ func (r *Runner) observation(in []byte) []byte {
 	*o = Observation{State: o.State[:0], Cameras: o.Cameras[:0]}
 	o.RequestID, o.Embodiment, o.Instruction, o.StateDType = requestAttrs(d)
 	if r.preOK && d.Reused() {
-		o.State = append(o.State, r.preState...)
-		o.Cameras = append(o.Cameras, r.preCams...)
+		o.State = copyInto(o.State, r.preState)
+		o.Cameras = copyInto(o.Cameras, r.preCams)
 		return nil
 	}
 	r.preOK = false
@@ -191,7 +184,7 @@ func (r *Runner) observation(in []byte) []byte {
 // encodeState encodes Pre's result.
 func (r *Runner) encodeState(st []float32) []byte {
 	if c := &r.preRes; len(c.tensors) == 1 && c.tensors[0].h == 0 && c.tensors[0].d == len(st) {
-		putF32(c.buf[c.tensors[0].off:], st)
+		copy(c.tensors[0].vals, st)
 		return c.buf
 	}
 	r.b.Reset()
@@ -228,7 +221,7 @@ func (r *Runner) postInput(in []byte) []byte {
 	*p = PostInput{State: p.State[:0]}
 	p.RequestID, p.Embodiment, _, p.StateDType = requestAttrs(d)
 	if r.postOK && d.Reused() {
-		p.State = append(p.State, r.postState...)
+		p.State = copyInto(p.State, r.postState)
 		p.ActionPred, p.Horizon, p.Dim = r.postPred, r.postH, r.postD
 		return nil
 	}
@@ -265,14 +258,26 @@ func (r *Runner) postInput(in []byte) []byte {
 // encodeActions encodes Post's result.
 func (r *Runner) encodeActions(acts *Actions) []byte {
 	if c := &r.postRes; len(c.tensors) == len(acts.Groups) && len(c.tensors) > 0 {
-		hit := true
+		// The shape conditions combined without branches (each is a jump
+		// through Go's dispatch loop in a wasm guest); a key with the
+		// cached key's data pointer costs no comparison call.
+		var miss uint8
 		for i := range acts.Groups {
 			g, t := &acts.Groups[i], &c.tensors[i]
-			hit = hit && g.Horizon == t.h && g.Dim == t.d && len(g.Values) == t.h*t.d && sameString(g.Key, t.key)
+			miss |= b2u8(g.Horizon != t.h) | b2u8(g.Dim != t.d) | b2u8(len(g.Values) != t.h*t.d) |
+				b2u8(len(g.Key) != len(t.key)) | b2u8(unsafe.StringData(g.Key) != unsafe.StringData(t.key))
+		}
+		hit := miss == 0
+		if !hit {
+			hit = true
+			for i := range acts.Groups {
+				g, t := &acts.Groups[i], &c.tensors[i]
+				hit = hit && g.Horizon == t.h && g.Dim == t.d && len(g.Values) == t.h*t.d && sameString(g.Key, t.key)
+			}
 		}
 		if hit {
 			for i := range acts.Groups {
-				putF32(c.buf[c.tensors[i].off:], acts.Groups[i].Values)
+				copy(c.tensors[i].vals, acts.Groups[i].Values)
 			}
 			return c.buf
 		}
@@ -315,6 +320,21 @@ func (r *Runner) actionName(i int, key string) string {
 	return r.names[i]
 }
 
+// copyInto returns dst[:0] with src's elements appended. For the few
+// elements of an Observation it assigns them one by one: append of
+// pointer-holding elements is three runtime calls in a wasm guest
+// (typedslicecopy, its overflow check and memmove).
+func copyInto[T any](dst, src []T) []T {
+	if cap(dst) < len(src) {
+		return append(dst[:0], src...)
+	}
+	dst = dst[:len(src)]
+	for i := range src {
+		dst[i] = src[i]
+	}
+	return dst
+}
+
 // requestAttrs reads the request attributes in one pass (the first of
 // duplicate keys wins, as with Envelope.Attr); dtype defaults to
 // "float32".
@@ -322,14 +342,20 @@ func requestAttrs(e *envelope.Envelope) (id, emb, instruction, dtype string) {
 	var seen uint8
 	for i := range e.Attrs {
 		a := &e.Attrs[i]
-		switch {
-		case seen&1 == 0 && wasmstr.Equal(a.Key, abi.AttrRequestID):
+		if len(a.Key) == 0 {
+			continue
+		}
+		// The first byte tells the keys apart (request_id and embodiment,
+		// instruction and state_dtype have equal lengths): one string
+		// comparison per attribute, a call in a wasm guest.
+		switch c := a.Key[0]; {
+		case c == abi.AttrRequestID[0] && seen&1 == 0 && wasmstr.Equal(a.Key, abi.AttrRequestID):
 			id, seen = a.Value, seen|1
-		case seen&2 == 0 && wasmstr.Equal(a.Key, abi.AttrEmbodiment):
+		case c == abi.AttrEmbodiment[0] && seen&2 == 0 && wasmstr.Equal(a.Key, abi.AttrEmbodiment):
 			emb, seen = a.Value, seen|2
-		case seen&4 == 0 && wasmstr.Equal(a.Key, abi.AttrInstruction):
+		case c == abi.AttrInstruction[0] && seen&4 == 0 && wasmstr.Equal(a.Key, abi.AttrInstruction):
 			instruction, seen = a.Value, seen|4
-		case seen&8 == 0 && wasmstr.Equal(a.Key, abi.AttrStateDType):
+		case c == abi.AttrStateDType[0] && seen&8 == 0 && wasmstr.Equal(a.Key, abi.AttrStateDType):
 			dtype, seen = a.Value, seen|8
 		}
 	}

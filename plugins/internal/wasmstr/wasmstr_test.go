@@ -56,3 +56,45 @@ func FuzzWords(f *testing.F) {
 		}
 	})
 }
+
+// TestEqualWordsEveryPosition: equalWords finds a single differing byte at
+// every position of every length up to 80 (each of sameString's word
+// patterns), in strings at different addresses.
+func TestEqualWordsEveryPosition(t *testing.T) {
+	for n := 0; n <= 80; n++ {
+		a := make([]byte, n)
+		for i := range a {
+			a[i] = byte(i*13 + 5)
+		}
+		if !equalWords(string(a), string(a)) {
+			t.Fatalf("n=%d: equal strings reported different", n)
+		}
+		for i := range n {
+			b := append([]byte(nil), a...)
+			b[i] ^= 0x20
+			if equalWords(string(a), string(b)) {
+				t.Fatalf("n=%d: difference at %d not found", n, i)
+			}
+		}
+	}
+}
+
+// TestRuneCountWordsEveryPosition: runeCountWords matches
+// utf8.RuneCountInString on ASCII strings of every length up to 80 and
+// with a multi-byte rune or a stray continuation byte at every position.
+func TestRuneCountWordsEveryPosition(t *testing.T) {
+	for n := 0; n <= 80; n++ {
+		a := strings.Repeat("abcdefghij", 9)[:n]
+		if got, want := runeCountWords(a), utf8.RuneCountInString(a); got != want {
+			t.Fatalf("n=%d: %d, want %d", n, got, want)
+		}
+		for i := range n {
+			for _, ins := range []string{"é", "✓", "\x80"} {
+				b := a[:i] + ins + a[i:]
+				if got, want := runeCountWords(b), utf8.RuneCountInString(b); got != want {
+					t.Fatalf("%q: %d, want %d", b, got, want)
+				}
+			}
+		}
+	}
+}

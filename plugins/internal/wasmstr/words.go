@@ -15,8 +15,29 @@ func equalWords(a, b string) bool {
 //
 //go:noinline
 func sameString(a, b string) bool {
-	pa, pb := unsafe.Pointer(unsafe.StringData(a)), unsafe.Pointer(unsafe.StringData(b))
-	return pa == pb || same(pa, pb, len(a))
+	n := len(a)
+	pa, pb := unsafe.StringData(a), unsafe.StringData(b)
+	if pa == pb {
+		return true
+	}
+	// Up to 64 bytes without a loop or a second call (in a wasm guest each
+	// costs more than the compare itself): overlapping 8-byte words.
+	x, y := unsafe.Pointer(pa), unsafe.Pointer(pb)
+	w := func(p unsafe.Pointer, i int) uint64 { return *(*uint64)(unsafe.Add(p, i)) }
+	switch {
+	case n > 64:
+		return same(pa, pb, n)
+	case n > 32:
+		return (w(x, 0)^w(y, 0))|(w(x, 8)^w(y, 8))|(w(x, 16)^w(y, 16))|(w(x, 24)^w(y, 24))|
+			(w(x, n-32)^w(y, n-32))|(w(x, n-24)^w(y, n-24))|(w(x, n-16)^w(y, n-16))|(w(x, n-8)^w(y, n-8)) == 0
+	case n > 16:
+		return (w(x, 0)^w(y, 0))|(w(x, 8)^w(y, 8))|(w(x, n-16)^w(y, n-16))|(w(x, n-8)^w(y, n-8)) == 0
+	case n >= 8:
+		return *(*uint64)(x) == *(*uint64)(y) && *(*uint64)(unsafe.Add(x, n-8)) == *(*uint64)(unsafe.Add(y, n-8))
+	case n >= 4:
+		return *(*uint32)(x) == *(*uint32)(y) && *(*uint32)(unsafe.Add(x, n-4)) == *(*uint32)(unsafe.Add(y, n-4))
+	}
+	return same(pa, pb, n)
 }
 
 // hasPrefixWords is HasPrefix for wasm.
@@ -28,22 +49,27 @@ func hasPrefixWords(s, prefix string) bool {
 	if n == 0 {
 		return true
 	}
-	return same(unsafe.Pointer(unsafe.StringData(s)), unsafe.Pointer(unsafe.StringData(prefix)), n)
+	return same(unsafe.StringData(s), unsafe.StringData(prefix), n)
 }
 
-// same compares n ≥ 1 bytes: 8 bytes per step and an overlapping last
-// word, or two overlapping 4-byte words, or bytes for n < 4.
-func same(a, b unsafe.Pointer, n int) bool {
+// same compares n ≥ 0 bytes: above 16, 8 bytes per step and an overlapping last
+// word; else two overlapping 8- or 4-byte words, or bytes for n < 4.
+func same(pa, pb *byte, n int) bool {
+	a, b := unsafe.Pointer(pa), unsafe.Pointer(pb)
 	switch {
-	case n >= 8:
+	case n > 16:
 		for i := 0; i < n-8; i += 8 {
 			if *(*uint64)(unsafe.Add(a, i)) != *(*uint64)(unsafe.Add(b, i)) {
 				return false
 			}
 		}
 		return *(*uint64)(unsafe.Add(a, n-8)) == *(*uint64)(unsafe.Add(b, n-8))
+	case n >= 8: // two overlapping words, no loop
+		return *(*uint64)(a) == *(*uint64)(b) && *(*uint64)(unsafe.Add(a, n-8)) == *(*uint64)(unsafe.Add(b, n-8))
 	case n >= 4:
 		return *(*uint32)(a) == *(*uint32)(b) && *(*uint32)(unsafe.Add(a, n-4)) == *(*uint32)(unsafe.Add(b, n-4))
+	case n == 0:
+		return true
 	default:
 		x := *(*uint8)(a) ^ *(*uint8)(b)
 		if n > 1 {
@@ -56,15 +82,27 @@ func same(a, b unsafe.Pointer, n int) bool {
 	}
 }
 
-// runeCountWords is RuneCount for wasm: ASCII 8 bytes at a time.
+// runeCountWords is RuneCount for wasm: an all-ASCII string (the usual
+// instruction) is checked 32 bytes per loop trip plus an overlapping last
+// word, with no per-byte tail loop; anything else is counted by
+// utf8.RuneCountInString.
 func runeCountWords(s string) int {
 	n := len(s)
-	p := unsafe.Pointer(unsafe.StringData(s))
-	i := 0
-	for ; i+8 <= n; i += 8 {
-		if *(*uint64)(unsafe.Add(p, i))&0x8080808080808080 != 0 {
-			return i + utf8.RuneCountInString(s[i:])
-		}
+	if n < 8 {
+		return utf8.RuneCountInString(s)
 	}
-	return i + utf8.RuneCountInString(s[i:])
+	p := unsafe.Pointer(unsafe.StringData(s))
+	w := func(i int) uint64 { return *(*uint64)(unsafe.Add(p, i)) }
+	acc := w(n - 8)
+	i := 0
+	for ; i+32 <= n; i += 32 {
+		acc |= w(i) | w(i+8) | w(i+16) | w(i+24)
+	}
+	for ; i+8 <= n; i += 8 {
+		acc |= w(i)
+	}
+	if acc&0x8080808080808080 == 0 {
+		return n
+	}
+	return utf8.RuneCountInString(s)
 }
