@@ -8,7 +8,6 @@ package processor
 import (
 	"errors"
 	"fmt"
-	"github.com/gr00tgw/gr00tgw/assets"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -16,6 +15,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/gr00tgw/gr00tgw/assets"
+	"github.com/gr00tgw/gr00tgw/internal/freelist"
 
 	"github.com/gr00tgw/gr00tgw/core/image"
 	"github.com/gr00tgw/gr00tgw/core/rope"
@@ -108,8 +110,8 @@ type Processor struct {
 	tok      *text.Tokenizer
 	rope     rope.Config
 	lut      *image.NormLUT
-	ws       wsPool
-	dec      decPool
+	ws       freelist.List[*image.Workspace] // per-frame scratch of the chain
+	dec      freelist.List[*decBuf]          // decoded frames (base64 input)
 	parallel int
 	limits   image.Limits
 }
@@ -139,8 +141,9 @@ func New(cfg Config, tok *text.Tokenizer) (*Processor, error) {
 		*x.dst = int64(id)
 	}
 	p.lut = image.NewNormLUT(&p.cfg.Chain)
-	p.ws = wsPool{cfg: p.cfg.Chain, max: 2 * p.parallel}
-	p.dec = decPool{max: 4 * len(cfg.Cameras) * cfg.FramesPerCamera()}
+	// One Workspace per frame job, frames of up to two requests at once.
+	p.ws.Max = 2 * len(cfg.Cameras) * cfg.FramesPerCamera()
+	p.dec.Max = 4 * len(cfg.Cameras) * cfg.FramesPerCamera()
 	return p, nil
 }
 
@@ -199,10 +202,10 @@ func (p *Processor) Process(obs *Observation, opt Options) (*Inputs, error) {
 	defer func() {
 		for k := range jobs {
 			if jobs[k].dec != nil {
-				p.dec.put(jobs[k].dec)
+				p.dec.Put(jobs[k].dec)
 			}
 			if jobs[k].ws != nil {
-				p.ws.put(jobs[k].ws)
+				p.ws.Put(jobs[k].ws)
 			}
 		}
 	}()
@@ -355,7 +358,10 @@ func (p *Processor) checkSeqLen(pr *text.Prompt, jobs []frameJob) error {
 func (p *Processor) frame(j *frameJob, decode, keep bool) {
 	t0 := time.Now()
 	if decode {
-		j.dec = p.dec.get()
+		var ok bool
+		if j.dec, ok = p.dec.Get(); !ok {
+			j.dec = new(decBuf)
+		}
 		j.src = &j.dec.rgb
 		var err error
 		if j.dec.scratch, err = image.DecodeBase64(j.src, j.b64, p.limits, j.dec.scratch); err != nil {
@@ -386,9 +392,12 @@ func (p *Processor) frame(j *frameJob, decode, keep bool) {
 	}
 	j.grid = sz.Grid
 	j.rows = sz.Grid.Rows()
-	if j.ws, err = p.ws.get(); err != nil {
-		j.chainErr = err
-		return
+	var ok bool
+	if j.ws, ok = p.ws.Get(); !ok {
+		if j.ws, err = image.NewWorkspace(p.cfg.Chain); err != nil {
+			j.chainErr = err
+			return
+		}
 	}
 	ev, err := j.ws.Eval(j.src)
 	if err != nil {
@@ -500,70 +509,12 @@ func (p *Processor) each(jobs []frameJob, fn func(*frameJob)) {
 	wg.Wait()
 }
 
-// wsPool keeps up to max idle Workspaces. Unlike sync.Pool it survives GC
-// cycles, so the frame-sized scratch buffers are allocated once per worker,
-// not once per collection.
-type wsPool struct {
-	cfg  image.ChainConfig
-	max  int
-	mu   sync.Mutex
-	free []*image.Workspace
-}
-
-func (w *wsPool) get() (*image.Workspace, error) {
-	w.mu.Lock()
-	if n := len(w.free); n > 0 {
-		ws := w.free[n-1]
-		w.free = w.free[:n-1]
-		w.mu.Unlock()
-		return ws, nil
-	}
-	w.mu.Unlock()
-	return image.NewWorkspace(w.cfg)
-}
-
-func (w *wsPool) put(ws *image.Workspace) {
-	w.mu.Lock()
-	if len(w.free) < w.max {
-		w.free = append(w.free, ws)
-	}
-	w.mu.Unlock()
-}
-
 // decBuf is the memory one base64 frame is decoded into: the RGB frame and
 // the base64 scratch. Decoded frames never outlive Process (kept frames are
-// clones), so they are pooled: a request then allocates and page-faults no
-// frame memory in steady state.
+// clones), so they are pooled.
 type decBuf struct {
 	rgb     image.RGB
 	scratch []byte
-}
-
-// decPool keeps up to max idle decBufs (a mutex-guarded free list, like
-// wsPool, so the buffers survive GC cycles).
-type decPool struct {
-	max  int
-	mu   sync.Mutex
-	free []*decBuf
-}
-
-func (d *decPool) get() *decBuf {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if n := len(d.free); n > 0 {
-		b := d.free[n-1]
-		d.free = d.free[:n-1]
-		return b
-	}
-	return new(decBuf)
-}
-
-func (d *decPool) put(b *decBuf) {
-	d.mu.Lock()
-	if len(d.free) < d.max {
-		d.free = append(d.free, b)
-	}
-	d.mu.Unlock()
 }
 
 func cloneRGB(f *image.RGB) *image.RGB {

@@ -31,6 +31,7 @@ import (
 	"github.com/gr00tgw/gr00tgw/core/text"
 	"github.com/gr00tgw/gr00tgw/device"
 	"github.com/gr00tgw/gr00tgw/gateway"
+	"github.com/gr00tgw/gr00tgw/internal/freelist"
 	"github.com/gr00tgw/gr00tgw/plugins"
 )
 
@@ -41,8 +42,8 @@ import (
 type Encoder struct {
 	p    *processor.Processor
 	rule *image.AspectRule
-	pix  sync.Pool // *[]float32 pixel_values buffers, recycled via Encoded.Release
-	rgb  sync.Pool // *image.RGB decoded frames, recycled by Encode
+	pix  freelist.List[*[]float32] // pixel_values buffers, recycled via Encoded.Release
+	rgb  freelist.List[*image.RGB] // decoded frames, recycled by Encode
 }
 
 var _ gateway.Encoder = (*Encoder)(nil)
@@ -52,6 +53,10 @@ var _ gateway.Encoder = (*Encoder)(nil)
 func NewEncoder(p *processor.Processor) (*Encoder, error) {
 	cfg := p.Config()
 	e := &Encoder{p: p}
+	// Enough for the requests a gateway holds at once (one on the device,
+	// a few encoding); each pixel_values buffer is 11 MB for DROID.
+	e.pix.Max = 4
+	e.rgb.Max = 4 * len(cfg.Cameras) * cfg.FramesPerCamera()
 	if g := cfg.RequireGrid; g != (image.Grid{}) {
 		r, err := image.NewAspectRule(cfg.Chain, g.H, g.W, image.DefaultLimits)
 		if err != nil {
@@ -97,7 +102,7 @@ func (e *Encoder) Decode(ctx context.Context, cams []gateway.CameraFrames) (*gat
 	for _, c := range cams {
 		fs := make([]*image.RGB, len(c.Frames))
 		for i, b := range c.Frames {
-			if f, ok := e.rgb.Get().(*image.RGB); ok {
+			if f, ok := e.rgb.Get(); ok {
 				fs[i] = f
 			} else {
 				fs[i] = new(image.RGB)
@@ -158,10 +163,8 @@ func (e *Encoder) Encode(ctx context.Context, d *gateway.Decoded, instruction st
 			}
 		}
 	}()
-	var buf *[]float32
-	if b, ok := e.pix.Get().(*[]float32); ok {
-		buf = b
-	} else {
+	buf, ok := e.pix.Get()
+	if !ok {
 		buf = new([]float32)
 	}
 	in, err := e.p.Process(&processor.Observation{Frames: frames, Instruction: instruction}, processor.Options{PixelValues: *buf})
