@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/gr00tgw/gr00tgw/internal/benchcpu"
 	"github.com/gr00tgw/gr00tgw/plugins"
 	"github.com/gr00tgw/gr00tgw/plugins/abi"
 	"github.com/gr00tgw/gr00tgw/plugins/envelope"
@@ -41,8 +42,9 @@ func BenchmarkDROIDPrePost(b *testing.B) {
 			var po plugins.PreOutput
 			var qo plugins.PostOutput
 			b.ReportAllocs()
-			ct := startCPU(b)
-			defer ct.report(b)
+			b.ResetTimer()
+			c0 := benchcpu.Now()
+			defer benchcpu.Report(b, c0)
 			for range b.N {
 				if err := p.PreInto(ctx, pre, &po); err != nil {
 					b.Fatal(err)
@@ -55,8 +57,9 @@ func BenchmarkDROIDPrePost(b *testing.B) {
 		for _, stage := range []string{"pre", "post", "prepost"} {
 			b.Run("wasm/"+mode.String()+"/"+stage, func(b *testing.B) {
 				b.ReportAllocs()
-				ct := startCPU(b)
-				defer ct.report(b)
+				b.ResetTimer()
+				c0 := benchcpu.Now()
+				defer benchcpu.Report(b, c0)
 				for range b.N {
 					if stage != "post" {
 						if _, err := p.Pre(ctx, pre); err != nil {
@@ -78,8 +81,9 @@ func BenchmarkDROIDPrePost(b *testing.B) {
 		var dec envelope.Envelope
 		cams := []int64{2, 180, 320, 3}
 		b.ReportAllocs()
-		ct := startCPU(b)
-		defer ct.report(b)
+		b.ResetTimer()
+		c0 := benchcpu.Now()
+		defer benchcpu.Report(b, c0)
 		for range b.N {
 			eb.Reset()
 			eb.Attr(abi.AttrEmbodiment, Tag).Attr(abi.AttrInstruction, "Put the blue block in the green bowl")
@@ -119,8 +123,9 @@ func BenchmarkDROIDPrePost(b *testing.B) {
 		d := newInitialised(b, c)
 		obs, in := c.observation(), c.postInput()
 		b.ReportAllocs()
-		ct := startCPU(b)
-		defer ct.report(b)
+		b.ResetTimer()
+		c0 := benchcpu.Now()
+		defer benchcpu.Report(b, c0)
 		for range b.N {
 			if _, err := d.Pre(obs); err != nil {
 				b.Fatal(err)

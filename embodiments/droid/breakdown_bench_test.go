@@ -9,6 +9,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
+	"github.com/gr00tgw/gr00tgw/internal/benchcpu"
 	"github.com/gr00tgw/gr00tgw/plugins/abi"
 	"github.com/gr00tgw/gr00tgw/plugins/envelope"
 	"github.com/gr00tgw/gr00tgw/plugins/pdk"
@@ -158,7 +159,8 @@ func BenchmarkBreakdown(b *testing.B) {
 				g.st[0] = 0
 				g.call(b, "gw_bench_mallocs")
 				m0 := g.st[0]
-				ct := startCPU(b)
+				b.ResetTimer()
+				c0 := benchcpu.Now()
 				for range b.N {
 					if msg != nil {
 						g.write(b, msg)
@@ -167,7 +169,7 @@ func BenchmarkBreakdown(b *testing.B) {
 						g.call(b, fn)
 					}
 				}
-				ct.report(b)
+				benchcpu.Report(b, c0)
 				b.StopTimer()
 				g.call(b, "gw_bench_mallocs")
 				m1 := g.st[0]
@@ -233,11 +235,12 @@ func BenchmarkBreakdownNative(b *testing.B) {
 	bench := func(name string, f func()) {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
-			ct := startCPU(b)
+			b.ResetTimer()
+			c0 := benchcpu.Now()
 			for range b.N {
 				f()
 			}
-			ct.report(b)
+			benchcpu.Report(b, c0)
 		})
 	}
 	bench("encode-pre", func() { c.preMsg() })

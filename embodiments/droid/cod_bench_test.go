@@ -10,6 +10,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
+	"github.com/gr00tgw/gr00tgw/internal/benchcpu"
 	"github.com/gr00tgw/gr00tgw/plugins"
 	"github.com/gr00tgw/gr00tgw/plugins/envelope"
 	"github.com/gr00tgw/gr00tgw/plugins/plugintest"
@@ -73,8 +74,9 @@ func BenchmarkPostCloseOnContextDone(b *testing.B) {
 		post := m.ExportedFunction("gw_post")
 		defer r.Close(ctx)
 		b.Run(mode, func(b *testing.B) {
-			ct := startCPU(b)
-			defer ct.report(b)
+			b.ResetTimer()
+			c0 := benchcpu.Now()
+			defer benchcpu.Report(b, c0)
 			for range b.N {
 				cctx := ctx
 				var cancel func()
