@@ -596,9 +596,10 @@ func Open(ctx context.Context, cfg config.Config, paths Paths, log *slog.Logger,
 		return nil, fmt.Errorf("backend %s: %w", cfg.Backend, err)
 	}
 	closers = append(closers, be.Close)
-	log.Info(fmt.Sprintf("Model built in %.1f s", time.Since(t0).Seconds()), "facts", be.Facts())
+	facts := be.Facts()
+	log.Info(fmt.Sprintf("Model built in %.1f s", time.Since(t0).Seconds()), "facts", facts)
 
-	pcfg.MaxSeqLen = be.Facts().MaxSeqLen
+	pcfg.MaxSeqLen = facts.MaxSeqLen
 	proc, err := processor.New(pcfg, tok)
 	if err != nil {
 		return nil, err
