@@ -14,7 +14,7 @@ type DeadlineMode int
 
 const (
 	// DeadlineStopFlag (the default with the compiler) rewrites the module
-	// at load (plugins/internal/stopcheck) so that every function entry and
+	// at load (plugins/internal/rewrite) so that every function entry and
 	// loop back-edge (for Go's block-dispatch loops: every backward jump)
 	// decrements a host-owned budget and, every 1024 checks,
 	// leaves native code once (a Go preemption point) and tests a host-owned
@@ -104,7 +104,7 @@ func (w *watchdog) schedule(now time.Time, d time.Duration) {
 // the flag). The guest reads both globals from native code, which the
 // mutex does not cover: plain aligned stores, seen by the running call at
 // its next check (if the guest's own decrement overwrites the zero budget,
-// within stopcheck.Interval checks). Called with w.mu held.
+// within rewrite.Interval checks). Called with w.mu held.
 func (w *watchdog) raise() {
 	if !w.fired {
 		w.fired = true

@@ -132,7 +132,7 @@ func (w *watchdogV0) fireTimer() {
 // the flag). The guest reads both globals from native code, which the
 // mutex does not cover: plain aligned stores, seen by the running call at
 // its next check (if the guest's own decrement overwrites the zero budget,
-// within stopcheck.Interval checks). Called with w.mu held.
+// within rewrite.Interval checks). Called with w.mu held.
 func (w *watchdogV0) raise() {
 	if !w.fired {
 		w.fired = true

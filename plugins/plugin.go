@@ -39,7 +39,7 @@ import (
 
 	"github.com/gr00tgw/gr00tgw/plugins/abi"
 	"github.com/gr00tgw/gr00tgw/plugins/envelope"
-	"github.com/gr00tgw/gr00tgw/plugins/internal/stopcheck"
+	"github.com/gr00tgw/gr00tgw/plugins/internal/rewrite"
 )
 
 // Description is the plugin's gw_describe document.
@@ -199,7 +199,7 @@ func (p *Plugin) setup(ctx context.Context, wasm []byte) error {
 		p.mode = DeadlineCloseOnContextDone
 	}
 	if p.mode == DeadlineStopFlag {
-		if inst, err := stopcheck.Instrument(wasm); err != nil {
+		if inst, err := rewrite.Instrument(wasm); err != nil {
 			o.logger.Warn("plugins: cannot add stop checks, deadlines use close-on-context-done (slower)", "plugin", p.name, "err", err)
 			p.mode = DeadlineCloseOnContextDone
 		} else {
@@ -435,8 +435,8 @@ func (p *Plugin) newInstanceInit(ctx context.Context, describe, init bool) (*ins
 		post:     mod.ExportedFunction(abi.ExportPost),
 	}
 	if p.mode == DeadlineStopFlag {
-		flag, ok1 := mod.ExportedGlobal(stopcheck.Stop).(api.MutableGlobal)
-		budget, ok2 := mod.ExportedGlobal(stopcheck.Budget).(api.MutableGlobal)
+		flag, ok1 := mod.ExportedGlobal(rewrite.Stop).(api.MutableGlobal)
+		budget, ok2 := mod.ExportedGlobal(rewrite.Budget).(api.MutableGlobal)
 		if !ok1 || !ok2 {
 			_ = mod.Close(context.Background())
 			return nil, fmt.Errorf("wasm: plugin[%s] instantiate: stop-check globals missing", p.name)

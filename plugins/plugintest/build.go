@@ -12,7 +12,7 @@
 package plugintest
 
 import (
-	"github.com/gr00tgw/gr00tgw/plugins/internal/stopcheck"
+	"github.com/gr00tgw/gr00tgw/plugins/internal/rewrite"
 
 	"bytes"
 	"context"
@@ -213,18 +213,25 @@ func sha256Hex(b []byte) string {
 }
 
 // InstrumentStopChecks returns wasm rewritten exactly as the host rewrites
-// it for plugins.DeadlineStopFlag (plugins/internal/stopcheck), for
+// it for plugins.DeadlineStopFlag (plugins/internal/rewrite), for
 // benchmarks that drive wazero directly.
-func InstrumentStopChecks(wasm []byte) ([]byte, error) { return stopcheck.Instrument(wasm) }
+func InstrumentStopChecks(wasm []byte) ([]byte, error) { return rewrite.Instrument(wasm) }
 
 // StopCheckBudget is the name of the budget global InstrumentStopChecks
 // exports: benchmarks set it high and read it back to count the checks a
 // call passes.
-const StopCheckBudget = stopcheck.Budget
+const StopCheckBudget = rewrite.Budget
 
 // InstrumentStopChecksEveryLoop is InstrumentStopChecks as it was before
-// the dispatch-loop analysis (a check at every loop header), for
-// benchmarks that compare the two.
+// the dispatch-loop analysis and the bounds probes (a check at every loop
+// header), for benchmarks that compare them.
 func InstrumentStopChecksEveryLoop(wasm []byte) ([]byte, error) {
-	return stopcheck.InstrumentEveryLoop(wasm)
+	return rewrite.InstrumentEveryLoop(wasm)
+}
+
+// InstrumentStopChecksNoBounds is InstrumentStopChecks without the bounds
+// probes (stop checks only), for benchmarks that measure what the probes
+// save.
+func InstrumentStopChecksNoBounds(wasm []byte) ([]byte, error) {
+	return rewrite.InstrumentWith(wasm, rewrite.Options{NoBounds: true})
 }

@@ -1,4 +1,4 @@
-package stopcheck
+package rewrite
 
 import (
 	"context"

@@ -1,8 +1,9 @@
-package stopcheck
+package rewrite
 
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -168,6 +169,10 @@ func TestInstrumentRefuses(t *testing.T) {
 func FuzzInstrument(f *testing.F) {
 	f.Add(testModule())
 	f.Add([]byte("\x00asm\x01\x00\x00\x00"))
+	g := &progGen{rng: rand.New(rand.NewPCG(1, 2))}
+	for range 4 {
+		f.Add(g.module())
+	}
 	ctx := context.Background()
 	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
 	defer r.Close(ctx)

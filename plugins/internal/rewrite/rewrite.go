@@ -1,7 +1,10 @@
-// Package stopcheck rewrites a WebAssembly module so that the host can stop
-// it cheaply. It adds two mutable i32 globals, exported as Stop and Budget,
-// and at every function entry (unless the body starts with a checked loop)
-// and every loop header the check
+// Package rewrite rewrites a guest WebAssembly module once at load,
+// before wazero compiles it. It does two things, both invisible to a guest
+// that does not trap:
+//
+// Stop checks (stop.go). The module gets two mutable i32 globals, exported
+// as Stop and Budget, and at every function entry (unless the body starts
+// with a checked loop) and every loop header the check
 //
 //	global.get $budget
 //	i32.eqz
@@ -44,6 +47,19 @@
 // fast path is a load, a decrement, a store and a predicted branch, and the
 // checks also bound code that recurses without looping.
 //
+// Bounds probes (bounds.go). wazero checks the bounds of every memory
+// access unless the same address value was already checked up to that
+// offset in the same block. Go's wasm code defeats this: it wraps the i64
+// pointer to i32 again for every access, and it accesses a struct's fields
+// in ascending offset order, so each access is checked. The rewrite keeps
+// each wrapped pointer in a new i32 local while it is valid, and in front
+// of a straight-line run that accesses one address value at several
+// offsets it adds one 1-byte load at the largest ceiling: the run's
+// accesses then need no check of their own. A probe can only move a trap
+// earlier within a run that would have trapped anyway; the host discards
+// an instance after any trap, so nothing the guest wrote in between can be
+// observed.
+//
 // Only the instruction set that toolchains emit for plain wasm32 guests is
 // understood: the MVP, sign extension, saturating conversions, bulk memory,
 // reference types, tail calls and typed select. A module using anything
@@ -51,7 +67,7 @@
 // makes Instrument fail with ErrUnsupported; the caller then falls back to
 // another termination mechanism. Instrument does not validate the module
 // beyond what rewriting needs: compile the result with wazero, which does.
-package stopcheck
+package rewrite
 
 import (
 	"errors"
@@ -68,7 +84,7 @@ const (
 
 // ErrUnsupported is returned (wrapped) for modules Instrument cannot
 // rewrite safely.
-var ErrUnsupported = errors.New("stopcheck: unsupported module")
+var ErrUnsupported = errors.New("rewrite: unsupported module")
 
 // Section ids and their required order (the tag section sits between
 // memory and global, the data-count section between element and code).
@@ -92,25 +108,34 @@ const (
 var order = map[byte]int{secType: 1, secImport: 2, secFunction: 3, secTable: 4, secMemory: 5, secTag: 6,
 	secGlobal: 7, secExport: 8, secStart: 9, secElement: 10, secDataCount: 11, secCode: 12, secData: 13}
 
-// Instrument returns a copy of wasm with the control globals and the checks
-// described in the package comment. It does not modify wasm. The module
+// Options select what Instrument does. The zero value is what the host
+// uses: stop checks on dispatch back-edges plus bounds probes.
+type Options struct {
+	// EveryLoop puts a stop check at every loop header, without the
+	// dispatch-loop analysis (the placement before that analysis existed).
+	EveryLoop bool
+	// NoBounds leaves memory accesses as they are (no wrapped-pointer
+	// locals, no probes).
+	NoBounds bool
+}
+
+// Instrument returns a copy of wasm rewritten as the package comment
+// describes, with the zero Options. It does not modify wasm. The module
 // must have a memory (the checks use memory.grow).
-func Instrument(wasm []byte) ([]byte, error) { return instrument(wasm, false) }
+func Instrument(wasm []byte) ([]byte, error) { return InstrumentWith(wasm, Options{}) }
 
-// InstrumentEveryLoop is Instrument without the dispatch-loop analysis:
-// every loop header gets a check, as before that analysis existed. It is
-// kept for benchmarks and as a reference for tests.
-func InstrumentEveryLoop(wasm []byte) ([]byte, error) { return instrument(wasm, true) }
+// InstrumentEveryLoop is the reference rewrite kept for benchmarks and
+// tests: a stop check at every loop header and no bounds probes.
+func InstrumentEveryLoop(wasm []byte) ([]byte, error) {
+	return InstrumentWith(wasm, Options{EveryLoop: true, NoBounds: true})
+}
 
-func instrument(wasm []byte, everyLoop bool) ([]byte, error) {
+// InstrumentWith is Instrument with explicit options.
+func InstrumentWith(wasm []byte, o Options) ([]byte, error) {
 	if len(wasm) < 8 || string(wasm[:4]) != "\x00asm" || wasm[4] != 1 || wasm[5] != 0 || wasm[6] != 0 || wasm[7] != 0 {
 		return nil, fmt.Errorf("%w: not a version-1 binary module", ErrUnsupported)
 	}
-	type section struct {
-		id   byte
-		body []byte
-	}
-	var secs []section
+	var secs []secRef
 	r := &reader{b: wasm, pos: 8}
 	for r.pos < len(r.b) {
 		id := r.byte()
@@ -124,7 +149,7 @@ func instrument(wasm []byte, everyLoop bool) ([]byte, error) {
 				return nil, fmt.Errorf("%w: unknown section id %d", ErrUnsupported, id)
 			}
 		}
-		secs = append(secs, section{id, body})
+		secs = append(secs, secRef{id, body})
 	}
 
 	// The new global's index: imported globals first, then defined ones.
@@ -205,7 +230,11 @@ func instrument(wasm []byte, everyLoop bool) ([]byte, error) {
 			emit(secExport, body)
 			haveExport = true
 		case secCode:
-			body, err := instrumentCode(s.body, check, stop, everyLoop)
+			params, err := paramCounts(secs)
+			if err != nil {
+				return nil, err
+			}
+			body, err := instrumentCode(s.body, check, stop, o, params)
 			if err != nil {
 				return nil, err
 			}
@@ -290,7 +319,7 @@ func appendToVec(b []byte, k uint64, elem []byte) ([]byte, error) {
 	return append(out, elem...), nil
 }
 
-func instrumentCode(b, check []byte, stop uint32, everyLoop bool) ([]byte, error) {
+func instrumentCode(b, check []byte, stop uint32, o Options, params []uint32) ([]byte, error) {
 	r := &reader{b: b}
 	n := r.u32()
 	out := append(make([]byte, 0, len(b)+len(b)/8), uleb(uint64(n))...)
@@ -303,7 +332,10 @@ func instrumentCode(b, check []byte, stop uint32, everyLoop bool) ([]byte, error
 			return nil, fmt.Errorf("%w: code[%d]: %w", ErrUnsupported, i, r.err)
 		}
 		var err error
-		if fn, err = instrumentBody(fn[:0], body, check, stop, everyLoop, &sc); err != nil {
+		if int(i) >= len(params) {
+			return nil, fmt.Errorf("%w: code[%d] without a function type", ErrUnsupported, i)
+		}
+		if fn, err = instrumentBody(fn[:0], body, check, stop, o, params[i], &sc); err != nil {
 			return nil, fmt.Errorf("%w: code[%d]: %w", ErrUnsupported, i, err)
 		}
 		out = append(out, uleb(uint64(len(fn)))...)
@@ -324,13 +356,11 @@ type instr struct {
 	op         byte
 	emptyBT    bool // block/loop/if with the empty block type
 	check      byte // checkHeader / checkBefore, set by plan
+	wrap       byte // wrapFirst / wrapReuse / wrapDrop, set by planWraps
+	wloc       uint32
+	probe      uint32 // planProbes: probe local probeLoc up to this ceiling first
+	probeLoc   uint32
 }
-
-// Check placements decided by plan.
-const (
-	checkHeader byte = 1 << iota // after a loop's block type
-	checkBefore                  // in front of the instruction (a back-edge br)
-)
 
 // scratch holds the per-function buffers of the analysis, reused across
 // the functions of a module (a Go module has tens of thousands).
@@ -339,6 +369,10 @@ type scratch struct {
 	tables []uint32
 	loops  []loopInfo
 	stack  []ctl
+	wmap   []wrapLocal
+	vers   []localVer
+	groups []probeGroup
+	prov   []int32
 }
 
 // decodeBody splits a body (after its locals) into sc.ins.
@@ -357,9 +391,9 @@ func decodeBody(r *reader, stop uint32, sc *scratch) error {
 		case op == 0x02, op == 0x03, op == 0x04: // block, loop, if
 			in.emptyBT = r.pos < len(r.b) && r.b[r.pos] == 0x40
 			r.sleb()
-		case op == 0x0C, op == 0x0D, op == 0x20, op == 0x21: // br, br_if, local.get, local.set
+		case op == 0x0C, op == 0x0D, op == 0x20, op == 0x21, op == 0x22: // br, br_if, local.get/set/tee
 			in.imm = r.u32()
-		case op == 0x10, op == 0x12, op == 0x22, op == 0x25, op == 0x26, op == 0xD2:
+		case op == 0x10, op == 0x12, op == 0x25, op == 0x26, op == 0xD2:
 			r.u32()
 		case op == 0x23, op == 0x24:
 			if idx := r.u32(); r.err == nil && idx >= stop {
@@ -387,7 +421,11 @@ func decodeBody(r *reader, stop uint32, sc *scratch) error {
 			if align := r.u32(); align&0x40 != 0 {
 				return errors.New("multi-memory memarg")
 			}
-			r.u64()
+			if off := r.u64(); off <= 1<<32-1 {
+				in.imm = uint32(off)
+			} else if r.err == nil {
+				return fmt.Errorf("memarg offset %d at offset %d", off, start)
+			}
 		case op == 0x3F, op == 0x40: // memory.size/grow 0
 			r.u32()
 		case op == 0x41:
@@ -426,145 +464,43 @@ func decodeBody(r *reader, stop uint32, sc *scratch) error {
 	return nil
 }
 
-// A dispatch loop is the shape Go's wasm backend gives every function with
-// jumps between basic blocks:
-//
-//	loop
-//	  block … block            ;; k blocks, empty block type
-//	    local.get $pc
-//	    br_table …             ;; every target one of the k blocks
-//	  end  segment 0  end  segment 1 … end  segment k-1
-//	end
-//
-// and every jump is "i32.const K; local.set $pc; br <loop>", which lands
-// in segment table[K]. A jump to a later segment than the one it is in is
-// a forward jump (an if/else, a break) and needs no check; only jumps to
-// the same or an earlier segment (Go's loop back-edges) can form a cycle,
-// and they get the check in front of the br. Any other branch to the loop
-// gives it an ordinary header check.
-type loopInfo struct {
-	dispatch bool     // still a candidate for per-jump checks
-	pc       uint32   // the selector local
-	table    []uint32 // the br_table targets (segment per K; default last), in scratch.tables
-	seg      int      // the segment being scanned (-1 before the first end)
-	at       int      // index of the loop instruction
-}
-
-type ctl struct {
-	op   byte // 0x02 block, 0x03 loop, 0x04 if, 0 the function body
-	loop int  // index into loops for a loop, -1 otherwise
-	// for the blocks of a dispatch loop: the loop and the segment that
-	// follows the block's end
-	owner, seg int
-}
-
-// plan sets the check flags of sc.ins: checkHeader on loops that are not
-// recognised dispatch loops, checkBefore on dispatch back-edges.
-func plan(sc *scratch) {
-	ins := sc.ins
-	loops := sc.loops[:0]
-	stack := append(sc.stack[:0], ctl{op: 0, loop: -1, owner: -1})
-	defer func() { sc.loops, sc.stack = loops, stack }()
-	for i := 0; i < len(ins); i++ {
-		in := &ins[i]
-		switch in.op {
-		case 0x02, 0x04:
-			stack = append(stack, ctl{op: in.op, loop: -1, owner: -1})
-		case 0x03:
-			li := loopInfo{seg: -1, at: i}
-			// Recognise the dispatch prologue.
-			k := 0
-			for i+1+k < len(ins) && ins[i+1+k].op == 0x02 && ins[i+1+k].emptyBT {
-				k++
-			}
-			if in.emptyBT && k > 0 && i+k+2 < len(ins) && ins[i+k+1].op == 0x20 && ins[i+k+2].op == 0x0E {
-				bt := &ins[i+k+2]
-				li.dispatch, li.pc, li.table = true, ins[i+k+1].imm, sc.tables[bt.tab:bt.tab+bt.ntab]
-				for _, t := range li.table {
-					li.dispatch = li.dispatch && int(t) < k
-				}
-			}
-			loops = append(loops, li)
-			l := len(loops) - 1
-			stack = append(stack, ctl{op: 0x03, loop: l, owner: -1})
-			if li.dispatch {
-				for j := 0; j < k; j++ {
-					// Block j from the outside is at depth k-1-j at the
-					// br_table: the code after its end is segment k-1-j.
-					stack = append(stack, ctl{op: 0x02, loop: -1, owner: l, seg: k - 1 - j})
-				}
-				i += k
-			}
-		case 0x0B:
-			c := stack[len(stack)-1]
-			stack = stack[:len(stack)-1]
-			if c.owner >= 0 {
-				loops[c.owner].seg = c.seg
-			}
-			if len(stack) == 0 {
-				i = len(ins) // the function's end
-			}
-		case 0x0C, 0x0D:
-			if int(in.imm) >= len(stack) {
-				continue // invalid; wazero rejects it
-			}
-			c := stack[len(stack)-1-int(in.imm)]
-			if c.loop < 0 {
-				continue
-			}
-			l := &loops[c.loop]
-			if in.op == 0x0C && l.dispatch && i >= 2 && ins[i-1].op == 0x21 && ins[i-2].op == 0x41 && ins[i-1].imm == l.pc {
-				k := ins[i-2].imm
-				t := l.table[len(l.table)-1]
-				if uint64(k) < uint64(len(l.table)-1) {
-					t = l.table[k]
-				}
-				if int(t) <= l.seg {
-					in.check |= checkBefore // a back-edge
-				}
-				continue
-			}
-			l.dispatch = false
-		case 0x0E:
-			for _, d := range sc.tables[in.tab : in.tab+in.ntab] {
-				if int(d) < len(stack) {
-					if c := stack[len(stack)-1-int(d)]; c.loop >= 0 {
-						loops[c.loop].dispatch = false
-					}
-				}
-			}
-		}
-	}
-	for _, l := range loops {
-		if !l.dispatch {
-			ins[l.at].check |= checkHeader
-		}
-	}
-}
-
 // instrumentBody copies one function body, inserting check after the
 // locals (unless the body starts with a loop that gets a header check),
 // after the block type of every loop that is not a recognised dispatch
 // loop, and in front of every back-edge jump of a dispatch loop.
-func instrumentBody(out, body, check []byte, stop uint32, everyLoop bool, sc *scratch) ([]byte, error) {
+func instrumentBody(out, body, check []byte, stop uint32, o Options, nparams uint32, sc *scratch) ([]byte, error) {
 	r := &reader{b: body}
 	groups := r.u32()
+	nlocals := uint64(nparams)
 	for g := uint32(0); g < groups && r.err == nil; g++ {
-		r.u32()
+		nlocals += uint64(r.u32())
 		r.byte()
 	}
 	if r.err != nil {
 		return nil, fmt.Errorf("locals: %w", r.err)
 	}
-	out = append(out, body[:r.pos]...)
+	localsEnd := r.pos
 	if err := decodeBody(r, stop, sc); err != nil {
 		return nil, err
+	}
+	wraps := 0
+	if !o.NoBounds {
+		wraps = planWraps(sc, nlocals)
+		planProbes(sc)
+	}
+	if wraps == 0 {
+		out = append(out, body[:localsEnd]...)
+	} else {
+		out = appendULEB(out, uint64(groups)+1)
+		out = append(out, body[len(uleb(uint64(groups))):localsEnd]...)
+		out = appendULEB(out, uint64(wraps))
+		out = append(out, 0x7F)
 	}
 	if len(body) == 0 || body[len(body)-1] != 0x0B {
 		return nil, errors.New("body does not end with end")
 	}
 	ins := sc.ins
-	if everyLoop {
+	if o.EveryLoop {
 		for i := range ins {
 			if ins[i].op == 0x03 {
 				ins[i].check = checkHeader
@@ -583,12 +519,96 @@ func instrumentBody(out, body, check []byte, stop uint32, everyLoop bool, sc *sc
 		if in.check&checkBefore != 0 {
 			out = append(out, check...)
 		}
+		if in.probe != 0 && in.wrap != wrapFirst {
+			out = appendProbe(out, in.probeLoc, in.probe)
+		}
+		switch in.wrap {
+		case wrapFirst: // local.get X → local.get X; i32.wrap_i64; local.tee W
+			out = append(out, body[in.start:in.end]...)
+			out = append(out, 0xA7, 0x22)
+			out = appendULEB(out, uint64(in.wloc))
+			if in.probe != 0 {
+				out = appendProbe(out, in.wloc, in.probe)
+			}
+			continue
+		case wrapReuse: // local.get X → local.get W
+			out = append(out, 0x20)
+			out = appendULEB(out, uint64(in.wloc))
+			continue
+		case wrapDrop: // the i32.wrap_i64 folded into the previous
+			continue
+		}
 		out = append(out, body[in.start:in.end]...)
 		if in.check&checkHeader != 0 {
 			out = append(out, check...)
 		}
 	}
 	return out, nil
+}
+
+// paramCounts returns the number of parameters of each defined function,
+// in code-section order.
+func paramCounts(secs []secRef) ([]uint32, error) {
+	var types []uint32
+	var funcs []uint32
+	for _, s := range secs {
+		switch s.id {
+		case secType:
+			r := &reader{b: s.body}
+			n := r.u32()
+			for i := uint32(0); i < n && r.err == nil; i++ {
+				if form := r.byte(); form != 0x60 {
+					return nil, fmt.Errorf("%w: type %d: form %#x", ErrUnsupported, i, form)
+				}
+				np := r.u32()
+				ok := skipValTypes(r, np)
+				ok = skipValTypes(r, r.u32()) && ok
+				if !ok {
+					return nil, fmt.Errorf("%w: type %d: value type outside numbers and references", ErrUnsupported, i)
+				}
+				types = append(types, np)
+			}
+			if r.err != nil {
+				return nil, fmt.Errorf("%w: type section: %w", ErrUnsupported, r.err)
+			}
+		case secFunction:
+			r := &reader{b: s.body}
+			n := r.u32()
+			for i := uint32(0); i < n && r.err == nil; i++ {
+				t := r.u32()
+				if r.err == nil && int(t) >= len(types) {
+					return nil, fmt.Errorf("%w: function %d: type %d out of range", ErrUnsupported, i, t)
+				}
+				if r.err == nil {
+					funcs = append(funcs, types[t])
+				}
+			}
+			if r.err != nil {
+				return nil, fmt.Errorf("%w: function section: %w", ErrUnsupported, r.err)
+			}
+		}
+	}
+	return funcs, nil
+}
+
+// skipValTypes reads n value types and reports whether all are numeric or
+// funcref/externref.
+func skipValTypes(r *reader, n uint32) bool {
+	ok := true
+	for j := uint32(0); j < n && r.err == nil; j++ {
+		switch r.byte() {
+		case 0x7F, 0x7E, 0x7D, 0x7C, 0x70, 0x6F:
+		default:
+			ok = false
+		}
+	}
+	return ok
+}
+
+// secRef is one section of the input module.
+type secRef struct {
+	id   byte
+	body []byte
 }
 
 type reader struct {
@@ -717,8 +737,9 @@ func sleb(v uint32) []byte {
 	}
 }
 
-func uleb(v uint64) []byte {
-	var b []byte
+func uleb(v uint64) []byte { return appendULEB(nil, v) }
+
+func appendULEB(b []byte, v uint64) []byte {
 	for {
 		c := byte(v & 0x7F)
 		v >>= 7
