@@ -4,7 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -136,4 +138,112 @@ func TestNumericHelpers(t *testing.T) {
 	}
 	f32 := Rot6DToMat32([]float32{2, 0, 0, 1, 1, 0})
 	assert.Equal(t, Mat3{1, 0, 0, 0, 1, 0, 0, 0, 1}, f32)
+}
+
+// quatFromMatIndexed is QuatFromMat as first written (computed indices),
+// kept as the reference for TestQuatFromMatMatchesIndexed.
+func quatFromMatIndexed(m *Mat3) [4]float64 {
+	dec := [4]float64{m[0], m[4], m[8], float64(m[0]+m[4]) + m[8]}
+	c := 0
+	for i := 1; i < 4; i++ {
+		if dec[i] > dec[c] {
+			c = i
+		}
+	}
+	var q [4]float64
+	if c != 3 {
+		i, j, k := c, (c+1)%3, (c+2)%3
+		q[i] = float64(1-dec[3]) + float64(2*m[4*i])
+		q[j] = m[3*j+i] + m[3*i+j]
+		q[k] = m[3*k+i] + m[3*i+k]
+		q[3] = m[3*k+j] - m[3*j+k]
+	} else {
+		q[0], q[1], q[2], q[3] = m[7]-m[5], m[2]-m[6], m[3]-m[1], 1+dec[3]
+	}
+	n := math.Sqrt(float64(float64(float64(q[0]*q[0])+float64(q[1]*q[1]))+float64(q[2]*q[2])) + float64(q[3]*q[3]))
+	return [4]float64{q[0] / n, q[1] / n, q[2] / n, q[3] / n}
+}
+
+// TestQuatFromMatMatchesIndexed: the per-case QuatFromMat returns the
+// same bits as the index-based formulation, on random rotations (every
+// branch) and on matrices with ties and NaN on the diagonal.
+func TestQuatFromMatMatchesIndexed(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	branches := map[int]int{}
+	check := func(m Mat3) {
+		t.Helper()
+		got, want := QuatFromMat(&m), quatFromMatIndexed(&m)
+		for i := range got {
+			if math.Float64bits(got[i]) != math.Float64bits(want[i]) && !(math.IsNaN(got[i]) && math.IsNaN(want[i])) {
+				t.Fatalf("%v: got %v, want %v", m, got, want)
+			}
+		}
+	}
+	for range 200_000 {
+		var a [6]float64
+		for i := range a {
+			a[i] = rng.NormFloat64()
+		}
+		m := Rot6DToMat64(a[:])
+		t3 := m[0] + m[4] + m[8]
+		switch {
+		case t3 > m[0] && t3 > m[4] && t3 > m[8]:
+			branches[3]++
+		case m[0] >= m[4] && m[0] >= m[8]:
+			branches[0]++
+		case m[4] >= m[8]:
+			branches[1]++
+		default:
+			branches[2]++
+		}
+		check(m)
+	}
+	for b := range 4 {
+		require.Greater(t, branches[b], 1000, "branch %d", b)
+	}
+	nan := math.NaN()
+	for _, m := range []Mat3{
+		{1, 0, 0, 0, 1, 0, 0, 0, 1}, {0, 0, 0, 0, 0, 0, 0, 0, 0}, {-1, 0, 0, 0, -1, 0, 0, 0, -1},
+		{nan, 0, 0, 0, 1, 0, 0, 0, 1}, {1, 0, 0, 0, nan, 0, 0, 0, 1}, {0.5, 0, 0, 0, 0.5, 0, 0, 0, -1},
+	} {
+		check(m)
+	}
+}
+
+// described is fake with state and camera groups in its Description.
+type described struct{ fake }
+
+var describedState, describedCam = "joint_position", "wrist_image_left"
+
+func (d *described) Describe() abi.Description {
+	return abi.Description{Name: "d", Version: "1.0.0",
+		State:   []abi.StateGroup{{Key: describedState, Dim: 2}},
+		Cameras: []abi.Camera{{Key: describedCam}}}
+}
+
+// TestRunnerCanonicalKeys: decoded state and camera keys that the
+// Description names are handed over as the plugin's own strings (same
+// data pointer, so pdk.Equal needs no byte compare in a wasm guest), on
+// the first decode and on layout reuse; other keys keep their bytes.
+func TestRunnerCanonicalKeys(t *testing.T) {
+	f := &described{}
+	r := NewRunner(f)
+	var eb envelope.Builder
+	eb.Attr(abi.AttrInstruction, "go")
+	eb.Descriptor(abi.VideoPrefix+"wrist_image_left", envelope.Uint8, []int64{1, 64, 64, 3})
+	eb.Float64(abi.StatePrefix+"joint_position", []int64{2}, []float64{1, 2})
+	eb.Float64(abi.StatePrefix+"other", []int64{1}, []float64{3})
+	msg, err := eb.Bytes()
+	require.NoError(t, err)
+	for call := range 2 {
+		buf := append([]byte(nil), msg...) // keys alias this buffer
+		status, _ := decodeResult(t, r.Pre(buf))
+		require.Equal(t, abi.StatusOK, status)
+		o := f.got
+		require.Len(t, o.State, 2)
+		assert.Same(t, unsafe.StringData(describedState), unsafe.StringData(o.State[0].Key), "call %d", call)
+		assert.Same(t, unsafe.StringData(describedCam), unsafe.StringData(o.Cameras[0].Key), "call %d", call)
+		assert.Equal(t, "other", o.State[1].Key)
+		assert.NotSame(t, unsafe.StringData("other"), unsafe.StringData(o.State[1].Key))
+	}
 }

@@ -38,6 +38,8 @@ type Runner struct {
 	state         []StateInput
 	dims          []int64
 	names         []string // "action."+key per output group (actionName)
+	canon         []string // the described state and camera keys (canonical)
+	canonOK       bool
 
 	// Each stage's last successful result, reused when the next result
 	// has the same layout (see resultCache).
@@ -94,6 +96,30 @@ func (r *Runner) fill(c *resultCache, out []byte, keys []string) []byte {
 		c.tensors = append(c.tensors, ct)
 	}
 	return c.buf
+}
+
+// canonical returns the plugin's own string for a state or camera key its
+// Description names, else key. Keys then share the data pointer of the
+// constants a plugin compares them with, and pdk.Equal on wasm settles
+// such a comparison inline, without a call. Called when an input layout
+// changes; the table is built from Describe on first use.
+func (r *Runner) canonical(key string) string {
+	if !r.canonOK {
+		d := r.p.Describe()
+		for _, g := range d.State {
+			r.canon = append(r.canon, g.Key)
+		}
+		for _, c := range d.Cameras {
+			r.canon = append(r.canon, c.Key)
+		}
+		r.canonOK = true
+	}
+	for _, c := range r.canon {
+		if c == key {
+			return c
+		}
+	}
+	return key
 }
 
 // sameString reports a == b, comparing the data pointers first (a plugin
@@ -175,6 +201,12 @@ func (r *Runner) observation(in []byte) []byte {
 			o.State = append(o.State, s)
 		}
 	}
+	for i := range o.State {
+		o.State[i].Key = r.canonical(o.State[i].Key)
+	}
+	for i := range o.Cameras {
+		o.Cameras[i].Key = r.canonical(o.Cameras[i].Key)
+	}
 	r.preState = append(r.preState[:0], o.State...)
 	r.preCams = append(r.preCams[:0], o.Cameras...)
 	r.preOK = true
@@ -248,6 +280,9 @@ func (r *Runner) postInput(in []byte) []byte {
 	}
 	if p.ActionPred == nil {
 		return r.fail(abi.StatusInvalid, Errorf(abi.CodeInvalidAction, abi.TensorActionPred, "missing"))
+	}
+	for i := range p.State {
+		p.State[i].Key = r.canonical(p.State[i].Key)
 	}
 	r.postState = append(r.postState[:0], p.State...)
 	r.postPred, r.postH, r.postD = p.ActionPred, p.Horizon, p.Dim

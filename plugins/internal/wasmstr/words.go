@@ -7,10 +7,10 @@ import (
 
 // equalWords is Equal for wasm.
 func equalWords(a, b string) bool {
-	return len(a) == len(b) && (len(a) == 0 || sameString(a, b))
+	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || sameString(a, b))
 }
 
-// sameString compares two non-empty strings of equal length. It stays a
+// sameString compares two strings of equal length (0 included). It stays a
 // call so that Equal inlines.
 //
 //go:noinline
