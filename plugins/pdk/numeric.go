@@ -136,11 +136,8 @@ func Rot6DToMat32(d []float32) Mat3 {
 		float32(r1[2]*r2[0]) - float32(r1[0]*r2[2]),
 		float32(r1[0]*r2[1]) - float32(r1[1]*r2[0]),
 	}
-	var m Mat3
-	for i, v := range [9]float32{r1[0], r1[1], r1[2], r2[0], r2[1], r2[2], r3[0], r3[1], r3[2]} {
-		m[i] = float64(v)
-	}
-	return m
+	return Mat3{float64(r1[0]), float64(r1[1]), float64(r1[2]), float64(r2[0]), float64(r2[1]), float64(r2[2]),
+		float64(r3[0]), float64(r3[1]), float64(r3[2])}
 }
 
 func sqrt32(x float32) float32 { return float32(math.Sqrt(float64(x))) }
@@ -149,32 +146,33 @@ func sqrt32(x float32) float32 { return float32(math.Sqrt(float64(x))) }
 // matrix with scipy's Rotation.from_matrix method (largest of the diagonal
 // and the trace chooses the stable branch, then normalise).
 func QuatFromMat(m *Mat3) [4]float64 {
-	dec := [4]float64{m[0], m[4], m[8], float64(m[0]+m[4]) + m[8]}
-	c := 0 // numpy argmax: the first maximum wins (unrolled)
-	if dec[1] > dec[c] {
-		c = 1
+	t := float64(m[0]+m[4]) + m[8]
+	c, best := 0, m[0] // numpy argmax over (m00, m11, m22, trace): the first maximum wins
+	if m[4] > best {
+		c, best = 1, m[4]
 	}
-	if dec[2] > dec[c] {
-		c = 2
+	if m[8] > best {
+		c, best = 2, m[8]
 	}
-	if dec[3] > dec[c] {
+	if t > best {
 		c = 3
 	}
-	var q [4]float64
-	if c != 3 {
-		i, j, k := c, (c+1)%3, (c+2)%3
-		q[i] = float64(1-dec[3]) + float64(2*m[4*i])
-		q[j] = m[3*j+i] + m[3*i+j]
-		q[k] = m[3*k+i] + m[3*i+k]
-		q[3] = m[3*k+j] - m[3*j+k]
-	} else {
-		q[0] = m[7] - m[5]
-		q[1] = m[2] - m[6]
-		q[2] = m[3] - m[1]
-		q[3] = 1 + dec[3]
+	// The branch for diagonal i (j, k the next two, cyclically) is
+	// q[i] = 1 − t + 2·m_ii, q[j] = m_ji + m_ij, q[k] = m_ki + m_ik,
+	// w = m_kj − m_jk; written out per case (no computed indices).
+	var x, y, z, w float64
+	switch c {
+	case 0:
+		x, y, z, w = float64(1-t)+float64(2*m[0]), m[3]+m[1], m[6]+m[2], m[7]-m[5]
+	case 1:
+		x, y, z, w = m[1]+m[3], float64(1-t)+float64(2*m[4]), m[7]+m[5], m[2]-m[6]
+	case 2:
+		x, y, z, w = m[2]+m[6], m[5]+m[7], float64(1-t)+float64(2*m[8]), m[3]-m[1]
+	default:
+		x, y, z, w = m[7]-m[5], m[2]-m[6], m[3]-m[1], 1+t
 	}
-	n := math.Sqrt(float64(float64(float64(q[0]*q[0])+float64(q[1]*q[1]))+float64(q[2]*q[2])) + float64(q[3]*q[3]))
-	return [4]float64{q[0] / n, q[1] / n, q[2] / n, q[3] / n}
+	n := math.Sqrt(float64(float64(float64(x*x)+float64(y*y))+float64(z*z)) + float64(w*w))
+	return [4]float64{x / n, y / n, z / n, w / n}
 }
 
 // MatFromQuat returns the rotation matrix of a unit quaternion (x, y, z,
