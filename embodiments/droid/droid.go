@@ -362,8 +362,8 @@ func (d *Droid) Pre(obs *pdk.Observation) ([]float32, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Only d.state[:17] is ever written; the padding stays zero.
 	off := 0
-	clear(d.state[:])
 	if f64 {
 		byGroup := [...]*pdk.StateInput{eg, gg, jg} // in groups' order
 		for i, g := range groups {
