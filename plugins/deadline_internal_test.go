@@ -27,14 +27,14 @@ func TestWatchdogStaleFires(t *testing.T) {
 	w := newWatchdog(flag, budget)
 
 	ctx1, cancel1 := context.WithCancel(context.Background())
-	w.arm(ctx1, time.Millisecond)
+	w.arm(ctx1, time.Now(), time.Millisecond)
 	require.Eventually(t, func() bool { w.mu.Lock(); defer w.mu.Unlock(); return w.fired }, 5*time.Second, time.Millisecond)
 	assert.Equal(t, uint64(1), flag.v)
 	assert.Equal(t, uint64(0), budget.v)
 	assert.True(t, w.disarm())
 	assert.Equal(t, uint64(0), flag.v, "disarm clears a raised flag")
 
-	w.arm(context.Background(), time.Hour)
+	w.arm(context.Background(), time.Now(), time.Hour)
 	w.fireTimer() // the first call's timer, running late
 	cancel1()     // the first call's context, canceled late
 	w.mu.Lock()
@@ -45,7 +45,7 @@ func TestWatchdogStaleFires(t *testing.T) {
 	assert.Equal(t, uint64(0), flag.v)
 
 	ctx3, cancel3 := context.WithCancel(context.Background())
-	w.arm(ctx3, time.Hour)
+	w.arm(ctx3, time.Now(), time.Hour)
 	cancel3()
 	require.Eventually(t, func() bool { w.mu.Lock(); defer w.mu.Unlock(); return w.fired }, 5*time.Second, time.Millisecond)
 	assert.True(t, w.disarm())

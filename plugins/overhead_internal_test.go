@@ -24,7 +24,7 @@ func BenchmarkHostOverhead(b *testing.B) {
 		ctx := context.Background()
 		b.ReportAllocs()
 		for range b.N {
-			w.arm(ctx, 50*time.Millisecond)
+			w.arm(ctx, time.Now(), 50*time.Millisecond)
 			w.disarm()
 		}
 	})
@@ -53,7 +53,7 @@ func BenchmarkHostOverhead(b *testing.B) {
 		defer cancel()
 		b.ReportAllocs()
 		for range b.N {
-			w.arm(ctx, 50*time.Millisecond)
+			w.arm(ctx, time.Now(), 50*time.Millisecond)
 			w.disarm()
 		}
 	})

@@ -442,7 +442,7 @@ func (p *Plugin) newInstanceInit(ctx context.Context, describe, init bool) (*ins
 			return nil, fmt.Errorf("wasm: plugin[%s] instantiate: stop-check globals missing", p.name)
 		}
 		inst.wd = newWatchdog(flag, budget)
-		inst.wd.arm(ictx, p.o.maxTimeout)
+		inst.wd.arm(ictx, time.Now(), p.o.maxTimeout)
 		defer inst.wd.disarm()
 		if err := mod.ExportedFunction(abi.ExportInitialize).CallWithStack(ictx, inst.stack[:]); err != nil {
 			inst.close(context.Background())
@@ -806,7 +806,7 @@ func (p *Plugin) invoke(ctx context.Context, stage string, in *envelope.Builder,
 	}
 	var fired bool
 	if inst.wd != nil {
-		inst.wd.arm(ctx, p.timeout)
+		inst.wd.arm(ctx, start, p.timeout)
 		err = p.writeEnvelope(ctx, inst, in, size)
 		if err == nil {
 			inst.stack[0], inst.stack[1] = uint64(inst.inPtr), uint64(size)
