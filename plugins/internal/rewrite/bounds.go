@@ -1,5 +1,72 @@
 package rewrite
 
+// planFolds rewrites Go's address pattern for float loads and stores,
+//
+//	local.get L; i64.const C; i64.add; i32.wrap_i64; … f32/f64.load|store offset=O
+//
+// (Go folds constant offsets into integer accesses but not into float
+// ones) into "local.get L; i32.wrap_i64; … load|store offset=O+C", which
+// planWraps and planProbes then treat like every other access through L.
+// The access that consumes the address is found by following the operand
+// stack through straight-line code (a store's value is computed between
+// the address and the store). The folded instructions are removed from
+// sc.ins. The two forms address the same byte unless the low 32 bits of
+// L are within C of 4 GiB, where the first wraps around to low memory and
+// the second traps: no wasm32 pointer into memory below the host's page
+// limit is that large. Only C ≥ 0 with O+C < 2^32 is folded.
+func planFolds(sc *scratch) {
+	ins := sc.ins
+	folded := false
+	for i := 0; i+4 < len(ins); i++ {
+		if ins[i].op != 0x20 || ins[i+1].op != 0x42 || ins[i+2].op != 0x7C || ins[i+3].op != 0xA7 || ins[i+1].c64 < 0 {
+			continue
+		}
+		j := addrConsumer(ins, i+4)
+		if j < 0 || uint64(ins[j].imm)+uint64(ins[i+1].c64) >= 1<<32 {
+			continue
+		}
+		ins[i+1].check |= dropped
+		ins[i+2].check |= dropped
+		ins[j].imm += uint32(ins[i+1].c64)
+		ins[j].refold = true
+		folded = true
+		i += 3
+	}
+	if !folded {
+		return
+	}
+	w := 0
+	for i := range ins {
+		if ins[i].check&dropped == 0 {
+			ins[w] = ins[i]
+			w++
+		}
+	}
+	sc.ins = ins[:w]
+}
+
+// addrConsumer returns the index of the float load or store that takes
+// the address on top of the stack before ins[k] as its address operand,
+// or -1 if something else takes it or control flow comes first.
+func addrConsumer(ins []instr, k int) int {
+	h := 1 // the address's position from the top of the stack
+	for j := k; j < len(ins) && j < k+64; j++ {
+		np, nq, ok := stackEffect(&ins[j])
+		if !ok {
+			return -1
+		}
+		if np >= h {
+			switch op := ins[j].op; {
+			case (op == 0x2A || op == 0x2B) && h == 1, (op == 0x38 || op == 0x39) && h == 2:
+				return j
+			}
+			return -1
+		}
+		h += nq - np
+	}
+	return -1
+}
+
 const (
 	wrapNone byte = iota
 	wrapFirst

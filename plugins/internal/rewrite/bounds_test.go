@@ -16,7 +16,8 @@ import (
 // progGen writes random function bodies over the locals of
 // (param $a i32 $b i32 $x i64) (result i64) (local $c i32 $acc i64 $y i64):
 // loads and stores at random offsets through i32 locals and through
-// wrapped i64 locals (Go's shape), writes to those locals, local.tee,
+// wrapped i64 locals (Go's shape), float accesses through an i64 pointer
+// plus a constant (Go's shape for those), writes to those locals, local.tee,
 // if/else, blocks left early with br_if, calls, memory.size and
 // memory.grow 0. Local indices: a 0, b 1, x 2, c 3, acc 4, y 5.
 type progGen struct {
@@ -45,7 +46,7 @@ func (g *progGen) addr() {
 func (g *progGen) offset() []byte { return uleb(uint64(g.rng.IntN(72))) }
 
 func (g *progGen) stmt() {
-	switch k := g.rng.IntN(14); {
+	switch k := g.rng.IntN(17); {
 	case k < 4: // acc = acc + load
 		g.emit(0x20, 4)
 		g.addr()
@@ -96,6 +97,30 @@ func (g *progGen) stmt() {
 		g.emit(0x20, byte(g.rng.IntN(2)), 0x22, 3, 0x29, 0x00)
 		g.emit(g.offset()...)
 		g.emit(0x7C, 0x21, 4)
+	case k >= 14: // Go's float access: i64 pointer plus a constant, wrapped
+		x := []byte{2, 5}[g.rng.IntN(2)]
+		c := byte(g.rng.IntN(64))
+		if g.rng.IntN(2) == 0 { // acc += bits of f32/f64.load
+			g.emit(0x20, 4, 0x20, x, 0x42, c, 0x7C, 0xA7)
+			if g.rng.IntN(2) == 0 {
+				g.emit(0x2B, 0x03)
+				g.emit(g.offset()...)
+				g.emit(0xBD) // i64.reinterpret_f64
+			} else {
+				g.emit(0x2A, 0x02)
+				g.emit(g.offset()...)
+				g.emit(0xBC, 0xAD) // i32.reinterpret_f32, i64.extend_i32_u
+			}
+			g.emit(0x7C, 0x21, 4)
+		} else { // f32/f64.store of acc's bits, the value computed after the address
+			g.emit(0x20, x, 0x42, c, 0x7C, 0xA7, 0x20, 4)
+			if g.rng.IntN(2) == 0 {
+				g.emit(0xBF, 0x39, 0x03) // f64.reinterpret_i64; f64.store
+			} else {
+				g.emit(0xA7, 0xBE, 0x38, 0x02) // i32.wrap_i64; f32.reinterpret_i32; f32.store
+			}
+			g.emit(g.offset()...)
+		}
 	case k == 12: // call $poke(c): a store at c+8 in another function
 		g.emit(0x20, 3, 0x10, 1)
 	default: // acc += memory.size (+ a memory.grow 0)
@@ -251,5 +276,57 @@ func TestWrapCache(t *testing.T) {
 	for _, base := range []uint64{100, 65536 - 24, 65536 - 23} {
 		want, got := runF(t, r, mod, 0, 0, base), runF(t, r, inst, 0, 0, base)
 		assert.Equal(t, want, got, fmt.Sprint("base ", base))
+	}
+}
+
+// TestFoldWrapEdge pins the one case where planFolds changes behaviour: an
+// i64 pointer whose low 32 bits are within the folded constant of 4 GiB.
+// Before the rewrite the address wraps around to low memory (here 4); after
+// it the access is out of bounds and traps. No pointer into a wasm32
+// memory below the page limit comes near 4 GiB.
+func TestFoldWrapEdge(t *testing.T) {
+	body := []byte{0,
+		0x20, 2, 0x42, 8, 0x7C, 0xA7, 0x2B, 0x03, 0x00, 0xBD, 0x0B} // i64.reinterpret(f64.load(wrap(x+8)))
+	types := sec(secType, 1, 0x60, 3, 0x7F, 0x7F, 0x7E, 1, 0x7E)
+	mod := cat([]byte("\x00asm\x01\x00\x00\x00"), types, sec(secFunction, 1, 0), sec(secMemory, 1, 0x00, 0x01),
+		sec(secExport, cat([]byte{1, 1}, []byte("f"), []byte{0x00, 0})...), sec(secCode, cat([]byte{1}, fnBody(body...))...))
+	inst, err := Instrument(mod)
+	require.NoError(t, err)
+	assert.True(t, bytes.Contains(inst, []byte{0x20, 2, 0xA7}), "constant folded away")
+	r := wazero.NewRuntime(context.Background())
+	defer r.Close(context.Background())
+	for _, x := range []uint64{0, 65536 - 16} {
+		assert.Equal(t, runF(t, r, mod, 0, 0, x), runF(t, r, inst, 0, 0, x), "x=%d", x)
+	}
+	edge := uint64(1<<32 - 4)
+	assert.False(t, runF(t, r, mod, 0, 0, edge).trapped, "original wraps to address 4")
+	assert.True(t, runF(t, r, inst, 0, 0, edge).trapped, "folded form traps")
+}
+
+// TestAddrConsumer: the access that takes an address as its operand is
+// found through the value computed in between, and nothing else is.
+func TestAddrConsumer(t *testing.T) {
+	addr := []byte{0x20, 2, 0x42, 8, 0x7C, 0xA7} // local.get x; i64.const 8; i64.add; i32.wrap_i64
+	for _, tc := range []struct {
+		name string
+		rest []byte
+		want int // index into the instructions after addr, -1 for none
+	}{
+		{"load", []byte{0x2B, 0x03, 0x00}, 0},
+		{"store after its value", []byte{0x20, 4, 0xBF, 0x39, 0x03, 0x00}, 2},
+		{"store of a loaded value", []byte{0x20, 0, 0x2B, 0x03, 0x10, 0x39, 0x03, 0x00}, 2},
+		{"integer use", []byte{0x41, 1, 0x6A, 0x1A}, -1},
+		{"integer load", []byte{0x29, 0x03, 0x00}, -1},
+		{"call first", []byte{0x20, 4, 0x10, 0x00, 0x39, 0x03, 0x00}, -1},
+		{"branch first", []byte{0x20, 4, 0xBF, 0x0D, 0x00, 0x39, 0x03, 0x00}, -1},
+	} {
+		var sc scratch
+		body := append(append([]byte{}, addr...), tc.rest...)
+		require.NoError(t, decodeBody(&reader{b: body}, 1<<20, &sc), tc.name)
+		got := addrConsumer(sc.ins, 4)
+		if got >= 0 {
+			got -= 4
+		}
+		assert.Equal(t, tc.want, got, tc.name)
 	}
 }

@@ -360,6 +360,9 @@ type instr struct {
 	wloc       uint32
 	probe      uint32 // planProbes: probe local probeLoc up to this ceiling first
 	probeLoc   uint32
+	c64        int64 // i64.const value
+	align      uint8 // memarg alignment exponent (loads, stores)
+	refold     bool  // planFolds moved a constant into imm: re-encode the memarg
 }
 
 // scratch holds the per-function buffers of the analysis, reused across
@@ -418,9 +421,11 @@ func decodeBody(r *reader, stop uint32, sc *scratch) error {
 				r.byte()
 			}
 		case op >= 0x28 && op <= 0x3E: // memarg
-			if align := r.u32(); align&0x40 != 0 {
+			align := r.u32()
+			if align&0x40 != 0 {
 				return errors.New("multi-memory memarg")
 			}
+			in.align = uint8(align)
 			if off := r.u64(); off <= 1<<32-1 {
 				in.imm = uint32(off)
 			} else if r.err == nil {
@@ -431,7 +436,7 @@ func decodeBody(r *reader, stop uint32, sc *scratch) error {
 		case op == 0x41:
 			in.imm = uint32(r.s32())
 		case op == 0x42:
-			r.sleb()
+			in.c64 = r.s64()
 		case op == 0x43:
 			r.bytes(4)
 		case op == 0x44:
@@ -485,6 +490,7 @@ func instrumentBody(out, body, check []byte, stop uint32, o Options, nparams uin
 	}
 	wraps := 0
 	if !o.NoBounds {
+		planFolds(sc)
 		wraps = planWraps(sc, nlocals)
 		planProbes(sc)
 	}
@@ -536,6 +542,11 @@ func instrumentBody(out, body, check []byte, stop uint32, o Options, nparams uin
 			out = appendULEB(out, uint64(in.wloc))
 			continue
 		case wrapDrop: // the i32.wrap_i64 folded into the previous
+			continue
+		}
+		if in.refold { // a load whose offset took planFolds' constant
+			out = append(out, in.op, in.align)
+			out = appendULEB(out, uint64(in.imm))
 			continue
 		}
 		out = append(out, body[in.start:in.end]...)
@@ -691,6 +702,30 @@ func (r *reader) s32() int32 {
 				v |= -1 << shift
 			}
 			return int32(v)
+		}
+	}
+}
+
+// s64 reads a signed LEB128 i64.
+func (r *reader) s64() int64 {
+	var v int64
+	var shift uint
+	for {
+		c := r.byte()
+		if r.err != nil {
+			return 0
+		}
+		if shift >= 70 {
+			r.err = errors.New("LEB128 too long")
+			return 0
+		}
+		v |= int64(c&0x7F) << shift
+		shift += 7
+		if c&0x80 == 0 {
+			if shift < 64 && c&0x40 != 0 {
+				v |= -1 << shift
+			}
+			return v
 		}
 	}
 }
