@@ -204,13 +204,16 @@ func relBounds(cfg *abi.InitConfig, key string, dim int, lo, hi []float64) error
 // sign; NaN, −0 and in-range values pass through. Integer-only, so Go
 // compiles the condition to a select (no branch; Go does not select
 // between floats, and on wasm a float's bits otherwise make a round trip
-// through memory).
+// through memory). The arithmetic is on uint64, where the subtraction
+// wraps just as well for magnitudes ≤ 1, so a wasm guest (whose registers
+// are 64-bit) needs no masking back to 32 bits.
 func clipBits(b uint32) uint32 {
-	out := b
-	if b&0x7FFFFFFF-0x3F800001 < 0x7F800000-0x3F800000 {
-		out = b&0x80000000 | 0x3F800000
+	w := uint64(b)
+	out := w
+	if w&0x7FFFFFFF-0x3F800001 < 0x7F800000-0x3F800000 {
+		out = w&0x80000000 | 0x3F800000
 	}
-	return out
+	return uint32(out)
 }
 
 func validateState(st []pdk.StateInput) error {
