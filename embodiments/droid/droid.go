@@ -37,10 +37,10 @@ type Droid struct {
 	// state bounds (q01/q99 or min/max), concatenated over groups: [17]
 	lo, hi [17]float64
 	clip   bool
-	// norm32's constants (setStateBounds): hi − lo, all-ones where hi and
-	// lo are close (the dim normalises to 0), all-ones when clipping
-	rng      [17]float64
-	zero     [17]uint32
+	// norm32's constants (setStateBounds): per dim lo, hi − lo and a mask
+	// that is all-ones where hi and lo are close (the dim normalises to 0);
+	// clipMask is all-ones when clipping
+	norms    [17]dimNorm
 	clipMask uint32
 	// per-step relative bounds: [Horizon][D]
 	relEEFMin, relEEFMax     [Horizon * 9]float64
@@ -376,21 +376,24 @@ func (d *Droid) Pre(obs *pdk.Observation) ([]float32, error) {
 		}
 		return d.state[:], nil
 	}
-	// float32 state: pdk.NormalizeMinMax32 unrolled over the 17 dims with
-	// per-dim constants from setStateBounds (validateState checked the
-	// widths).
-	e := (*[9]float64)(eg.Values)
-	g := gg.Values[0]
-	j := (*[7]float64)(jg.Values)
-	st := &d.state
-	st[0], st[1], st[2] = d.norm32(0, e[0]), d.norm32(1, e[1]), d.norm32(2, e[2])
-	st[3], st[4], st[5] = d.norm32(3, e[3]), d.norm32(4, e[4]), d.norm32(5, e[5])
-	st[6], st[7], st[8] = d.norm32(6, e[6]), d.norm32(7, e[7]), d.norm32(8, e[8])
-	st[9] = d.norm32(9, g)
-	st[10], st[11], st[12] = d.norm32(10, j[0]), d.norm32(11, j[1]), d.norm32(12, j[2])
-	st[13], st[14], st[15] = d.norm32(13, j[3]), d.norm32(14, j[4]), d.norm32(15, j[5])
-	st[16] = d.norm32(16, j[6])
+	// float32 state: pdk.NormalizeMinMax32 over the 17 dims with per-dim
+	// constants from setStateBounds (validateState checked the widths).
+	// One loop over the gathered values: unrolled, Go's wasm code computed
+	// every constant's address up front and spilled them.
+	var x [17]float64
+	*(*[9]float64)(x[:9]) = *(*[9]float64)(eg.Values)
+	x[9] = gg.Values[0]
+	*(*[7]float64)(x[10:]) = *(*[7]float64)(jg.Values)
+	for i := range x {
+		d.state[i] = d.norms[i].norm32(x[i], d.clipMask)
+	}
 	return d.state[:], nil
+}
+
+// dimNorm holds one state dim's normalisation constants (setStateBounds).
+type dimNorm struct {
+	lo, rng float64
+	zero    uint32
 }
 
 // setStateBounds derives norm32's per-dim constants from d.lo and d.hi.
@@ -401,22 +404,25 @@ func (d *Droid) setStateBounds(clip bool) {
 		d.clipMask = ^uint32(0)
 	}
 	for i := range d.lo {
-		d.rng[i] = d.hi[i] - d.lo[i]
-		d.zero[i] = 0
+		n := &d.norms[i]
+		n.lo, n.rng, n.zero = d.lo[i], d.hi[i]-d.lo[i], 0
 		if pdk.IsClose(d.hi[i], d.lo[i]) {
-			d.zero[i] = ^uint32(0)
+			n.zero = ^uint32(0)
 		}
 	}
 }
 
-// norm32 is pdk.NormalizeMinMax32 for state dim i: the same operations,
-// without branches (the clip and the zeroing of constant dims select on
-// the result's bits, so Go emits wasm selects).
-func (d *Droid) norm32(i int, x float64) float32 {
-	v := float32((float64(float32(x)) - d.lo[i]) / d.rng[i])
+// norm32 is pdk.NormalizeMinMax32 for state dim i.
+func (d *Droid) norm32(i int, x float64) float32 { return d.norms[i].norm32(x, d.clipMask) }
+
+// norm32 is pdk.NormalizeMinMax32 for one dim: the same operations, without
+// branches (the clip and the zeroing of constant dims select on the
+// result's bits, so Go emits wasm selects). clipMask is Droid.clipMask.
+func (n *dimNorm) norm32(x float64, clipMask uint32) float32 {
+	v := float32((float64(float32(x)) - n.lo) / n.rng)
 	b := math.Float32bits(float32(float32(2*v) - 1))
-	b ^= (clipBits(b) ^ b) & d.clipMask // b&^clipMask | clipBits(b)&clipMask, cheaper (inlines)
-	return math.Float32frombits(b &^ d.zero[i])
+	b ^= (clipBits(b) ^ b) & clipMask // b&^clipMask | clipBits(b)&clipMask, cheaper (inlines)
+	return math.Float32frombits(b &^ n.zero)
 }
 
 func validateCameras(obs *pdk.Observation) error {
