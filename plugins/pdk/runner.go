@@ -182,6 +182,14 @@ func (r *Runner) observation(in []byte) []byte {
 		o.Cameras = copyInto(o.Cameras, r.preCams)
 		return nil
 	}
+	return r.observationTensors()
+}
+
+// observationTensors fills r.obs from a new input layout. A function of
+// its own: its locals (and their zeroing at entry) stay off the per-call
+// path.
+func (r *Runner) observationTensors() []byte {
+	d, o := &r.decPre, &r.obs
 	r.preOK = false
 	for i := range d.Tensors {
 		t := &d.Tensors[i]
@@ -257,6 +265,13 @@ func (r *Runner) postInput(in []byte) []byte {
 		p.ActionPred, p.Horizon, p.Dim = r.postPred, r.postH, r.postD
 		return nil
 	}
+	return r.postTensors()
+}
+
+// postTensors fills r.post from a new input layout (see
+// observationTensors).
+func (r *Runner) postTensors() []byte {
+	d, p := &r.decPost, &r.post
 	r.postOK = false
 	for i := range d.Tensors {
 		t := &d.Tensors[i]
@@ -370,6 +385,15 @@ func copyInto[T any](dst, src []T) []T {
 	return dst
 }
 
+// The request attribute keys, prepared for wasmstr.Key.Is (two word
+// compares inline instead of a comparison call in a wasm guest).
+var (
+	keyRequestID   = wasmstr.NewKey(abi.AttrRequestID)
+	keyEmbodiment  = wasmstr.NewKey(abi.AttrEmbodiment)
+	keyInstruction = wasmstr.NewKey(abi.AttrInstruction)
+	keyStateDType  = wasmstr.NewKey(abi.AttrStateDType)
+)
+
 // requestAttrs reads the request attributes in one pass (the first of
 // duplicate keys wins, as with Envelope.Attr); dtype defaults to
 // "float32".
@@ -377,20 +401,14 @@ func requestAttrs(e *envelope.Envelope) (id, emb, instruction, dtype string) {
 	var seen uint8
 	for i := range e.Attrs {
 		a := &e.Attrs[i]
-		if len(a.Key) == 0 {
-			continue
-		}
-		// The first byte tells the keys apart (request_id and embodiment,
-		// instruction and state_dtype have equal lengths): one string
-		// comparison per attribute, a call in a wasm guest.
-		switch c := a.Key[0]; {
-		case c == abi.AttrRequestID[0] && seen&1 == 0 && wasmstr.Equal(a.Key, abi.AttrRequestID):
+		switch {
+		case seen&1 == 0 && keyRequestID.Is(a.Key):
 			id, seen = a.Value, seen|1
-		case c == abi.AttrEmbodiment[0] && seen&2 == 0 && wasmstr.Equal(a.Key, abi.AttrEmbodiment):
+		case seen&2 == 0 && keyEmbodiment.Is(a.Key):
 			emb, seen = a.Value, seen|2
-		case c == abi.AttrInstruction[0] && seen&4 == 0 && wasmstr.Equal(a.Key, abi.AttrInstruction):
+		case seen&4 == 0 && keyInstruction.Is(a.Key):
 			instruction, seen = a.Value, seen|4
-		case c == abi.AttrStateDType[0] && seen&8 == 0 && wasmstr.Equal(a.Key, abi.AttrStateDType):
+		case seen&8 == 0 && keyStateDType.Is(a.Key):
 			dtype, seen = a.Value, seen|8
 		}
 	}

@@ -12,3 +12,6 @@ func HasPrefix(s, prefix string) bool { return len(s) >= len(prefix) && s[:len(p
 
 // RuneCount returns utf8.RuneCountInString(s).
 func RuneCount(s string) int { return utf8.RuneCountInString(s) }
+
+// Is reports a == k.String().
+func (k *Key) Is(a string) bool { return a == k.s }

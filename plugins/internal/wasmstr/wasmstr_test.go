@@ -98,3 +98,31 @@ func TestRuneCountWordsEveryPosition(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyIs: Key.Is (both builds' forms) agrees with == for every key
+// length 8–16, on equal strings, every single-byte change and other
+// lengths.
+func TestKeyIs(t *testing.T) {
+	for n := 8; n <= 16; n++ {
+		b := []byte("abcdefghijklmnopqrstuvwxyz")[:n]
+		k := NewKey(string(b))
+		for _, a := range []string{string(b), string(b[:n-1]), string(b) + "x", ""} {
+			if k.isWords(a) != (a == k.String()) || k.Is(a) != (a == k.String()) {
+				t.Errorf("key %q, a %q", k.String(), a)
+			}
+		}
+		for i := range n {
+			c := append([]byte(nil), b...)
+			c[i] ^= 0x20
+			if k.isWords(string(c)) || k.Is(string(c)) {
+				t.Errorf("key %q matches %q", k.String(), c)
+			}
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("NewKey(\"short\") did not panic")
+		}
+	}()
+	NewKey("short")
+}

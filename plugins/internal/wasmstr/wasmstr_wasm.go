@@ -16,3 +16,6 @@ func HasPrefix(s, prefix string) bool { return hasPrefixWords(s, prefix) }
 
 // RuneCount returns utf8.RuneCountInString(s).
 func RuneCount(s string) int { return runeCountWords(s) }
+
+// Is reports a == k.String(). It inlines: two 8-byte compares, no call.
+func (k *Key) Is(a string) bool { return k.isWords(a) }

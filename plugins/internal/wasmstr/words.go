@@ -106,3 +106,32 @@ func runeCountWords(s string) int {
 	}
 	return utf8.RuneCountInString(s)
 }
+
+// Key is a constant string of 8 to 16 bytes prepared for Is: its length
+// and its first and last 8 bytes (overlapping when shorter than 16).
+type Key struct {
+	s      string
+	n      int
+	lo, hi uint64
+}
+
+// NewKey prepares k for Is. It panics unless 8 ≤ len(k) ≤ 16.
+func NewKey(k string) Key {
+	if len(k) < 8 || len(k) > 16 {
+		panic("wasmstr: NewKey needs 8 to 16 bytes, got " + k)
+	}
+	p := unsafe.Pointer(unsafe.StringData(k))
+	return Key{s: k, n: len(k), lo: *(*uint64)(p), hi: *(*uint64)(unsafe.Add(p, len(k)-8))}
+}
+
+// String returns the key.
+func (k *Key) String() string { return k.s }
+
+// isWords is Is for wasm: two word compares, no call.
+func (k *Key) isWords(a string) bool {
+	if len(a) != k.n {
+		return false
+	}
+	p := unsafe.Pointer(unsafe.StringData(a))
+	return *(*uint64)(p) == k.lo && *(*uint64)(unsafe.Add(p, k.n-8)) == k.hi
+}
