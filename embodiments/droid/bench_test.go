@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/gr00tgw/gr00tgw/internal/benchcpu"
 	"github.com/gr00tgw/gr00tgw/plugins"
@@ -76,47 +78,13 @@ func BenchmarkDROIDPrePost(b *testing.B) {
 		}
 	}
 	b.Run("native-abi", func(b *testing.B) {
-		r := pdk.NewRunner(newInitialised(b, c))
-		var eb envelope.Builder
-		var dec envelope.Envelope
-		cams := []int64{2, 180, 320, 3}
+		step := nativeABI(b, c)
 		b.ReportAllocs()
 		b.ResetTimer()
 		c0 := benchcpu.Now()
 		defer benchcpu.Report(b, c0)
 		for range b.N {
-			eb.Reset()
-			eb.Attr(abi.AttrEmbodiment, Tag).Attr(abi.AttrInstruction, "Put the blue block in the green bowl")
-			for _, k := range cameras {
-				eb.Descriptor(abi.VideoPrefix+k, envelope.Uint8, cams)
-			}
-			for _, g := range groups {
-				eb.Float64(abi.StatePrefix+g.key, []int64{int64(g.dim)}, c.state[g.key])
-			}
-			msg, _ := eb.Bytes()
-			res := r.Pre(msg)
-			if err := dec.Decode(res[abi.ResultHeaderSize:]); err != nil {
-				b.Fatal(err)
-			}
-			st, _ := dec.Tensor(abi.TensorState).Float32s()
-			_ = append([]float32(nil), st...)
-
-			eb.Reset()
-			eb.Attr(abi.AttrEmbodiment, Tag)
-			eb.Float32(abi.TensorActionPred, []int64{40, 132}, c.actionPred)
-			for _, g := range groups {
-				eb.Float64(abi.StatePrefix+g.key, []int64{1, int64(g.dim)}, c.state[g.key])
-			}
-			msg, _ = eb.Bytes()
-			res = r.Post(msg)
-			if err := dec.Decode(res[abi.ResultHeaderSize:]); err != nil || len(dec.Tensors) != 3 {
-				b.Fatal(err)
-			}
-			out := make([]float32, 0, 17*40)
-			for i := range dec.Tensors {
-				v, _ := dec.Tensors[i].Float32s()
-				out = append(out, v...)
-			}
+			step()
 		}
 	})
 	b.Run("native-logic", func(b *testing.B) {
@@ -135,4 +103,101 @@ func BenchmarkDROIDPrePost(b *testing.B) {
 			}
 		}
 	})
+}
+
+// nativeABI returns one native-abi request (see BenchmarkDROIDPrePost):
+// the same envelopes through pdk.Runner natively, results decoded.
+func nativeABI(b *testing.B, c *caseA) func() {
+	r := pdk.NewRunner(newInitialised(b, c))
+	var eb envelope.Builder
+	var dec envelope.Envelope
+	cams := []int64{2, 180, 320, 3}
+	return func() {
+		eb.Reset()
+		eb.Attr(abi.AttrEmbodiment, Tag).Attr(abi.AttrInstruction, "Put the blue block in the green bowl")
+		for _, k := range cameras {
+			eb.Descriptor(abi.VideoPrefix+k, envelope.Uint8, cams)
+		}
+		for _, g := range groups {
+			eb.Float64(abi.StatePrefix+g.key, []int64{int64(g.dim)}, c.state[g.key])
+		}
+		msg, _ := eb.Bytes()
+		res := r.Pre(msg)
+		if err := dec.Decode(res[abi.ResultHeaderSize:]); err != nil {
+			b.Fatal(err)
+		}
+		st, _ := dec.Tensor(abi.TensorState).Float32s()
+		_ = append([]float32(nil), st...)
+
+		eb.Reset()
+		eb.Attr(abi.AttrEmbodiment, Tag)
+		eb.Float32(abi.TensorActionPred, []int64{40, 132}, c.actionPred)
+		for _, g := range groups {
+			eb.Float64(abi.StatePrefix+g.key, []int64{1, int64(g.dim)}, c.state[g.key])
+		}
+		msg, _ = eb.Bytes()
+		res = r.Post(msg)
+		if err := dec.Decode(res[abi.ResultHeaderSize:]); err != nil || len(dec.Tensors) != 3 {
+			b.Fatal(err)
+		}
+		out := make([]float32, 0, 17*40)
+		for i := range dec.Tensors {
+			v, _ := dec.Tensors[i].Float32s()
+			out = append(out, v...)
+		}
+	}
+}
+
+// BenchmarkDROIDPrePostRatio runs wasm prepost-into (stop flag, as served)
+// and native-abi alternately in rounds of 200 requests each, so that both
+// see the same machine state, and reports the median per-request time of
+// each over the rounds and their ratio (the "≤ 2× native"). b.N is
+// the number of request pairs.
+//
+//	go test ./embodiments/droid -run '^$' -bench DROIDPrePostRatio -benchtime 20000x
+func BenchmarkDROIDPrePostRatio(b *testing.B) {
+	c := loadCaseA(b)
+	p := openWasm(b)
+	pre, post := c.preInput(), c.postWasmInput()
+	ctx := context.Background()
+	var po plugins.PreOutput
+	var qo plugins.PostOutput
+	wasm := func() {
+		if err := p.PreInto(ctx, pre, &po); err != nil {
+			b.Fatal(err)
+		}
+		if err := p.PostInto(ctx, post, &qo); err != nil {
+			b.Fatal(err)
+		}
+	}
+	native := nativeABI(b, c)
+	wasm() // the first calls fill caches on both sides
+	native()
+	const round = 200
+	var tw, tn []float64
+	timeRound := func(f func(), n int) float64 {
+		t0 := time.Now()
+		for range n {
+			f()
+		}
+		return float64(time.Since(t0).Nanoseconds()) / float64(n)
+	}
+	b.ResetTimer()
+	for done := 0; done < b.N; done += round {
+		n := min(round, b.N-done)
+		tw = append(tw, timeRound(wasm, n))
+		tn = append(tn, timeRound(native, n))
+	}
+	b.StopTimer()
+	mw, mn := median(tw), median(tn)
+	b.ReportMetric(mw, "wasm-ns/req")
+	b.ReportMetric(mn, "native-ns/req")
+	b.ReportMetric(mw/mn, "ratio")
+	b.ReportMetric(0, "ns/op") // the pair's wall time says nothing on its own
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
