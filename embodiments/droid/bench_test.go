@@ -78,7 +78,7 @@ func BenchmarkDROIDPrePost(b *testing.B) {
 		}
 	}
 	b.Run("native-abi", func(b *testing.B) {
-		step := nativeABI(b, c)
+		step := nativeABI(b, c, false)
 		b.ReportAllocs()
 		b.ResetTimer()
 		c0 := benchcpu.Now()
@@ -106,12 +106,24 @@ func BenchmarkDROIDPrePost(b *testing.B) {
 }
 
 // nativeABI returns one native-abi request (see BenchmarkDROIDPrePost):
-// the same envelopes through pdk.Runner natively, results decoded.
-func nativeABI(b *testing.B, c *caseA) func() {
+// the same envelopes through pdk.Runner natively, results decoded. With
+// reuse it keeps its buffers between requests as the wasm path does
+// (PreInto/PostInto, the host's builders): no allocation per request.
+func nativeABI(b *testing.B, c *caseA, reuse bool) func() {
 	r := pdk.NewRunner(newInitialised(b, c))
 	var eb envelope.Builder
 	var dec envelope.Envelope
+	var buf []byte
+	var st32, out []float32
 	cams := []int64{2, 180, 320, 3}
+	bytes := func() []byte {
+		if !reuse {
+			msg, _ := eb.Bytes()
+			return msg
+		}
+		buf, _ = eb.AppendTo(buf[:0])
+		return buf
+	}
 	return func() {
 		eb.Reset()
 		eb.Attr(abi.AttrEmbodiment, Tag).Attr(abi.AttrInstruction, "Put the blue block in the green bowl")
@@ -121,13 +133,15 @@ func nativeABI(b *testing.B, c *caseA) func() {
 		for _, g := range groups {
 			eb.Float64(abi.StatePrefix+g.key, []int64{int64(g.dim)}, c.state[g.key])
 		}
-		msg, _ := eb.Bytes()
-		res := r.Pre(msg)
+		res := r.Pre(bytes())
 		if err := dec.Decode(res[abi.ResultHeaderSize:]); err != nil {
 			b.Fatal(err)
 		}
 		st, _ := dec.Tensor(abi.TensorState).Float32s()
-		_ = append([]float32(nil), st...)
+		if !reuse {
+			st32 = nil
+		}
+		st32 = append(st32[:0], st...)
 
 		eb.Reset()
 		eb.Attr(abi.AttrEmbodiment, Tag)
@@ -135,12 +149,14 @@ func nativeABI(b *testing.B, c *caseA) func() {
 		for _, g := range groups {
 			eb.Float64(abi.StatePrefix+g.key, []int64{1, int64(g.dim)}, c.state[g.key])
 		}
-		msg, _ = eb.Bytes()
-		res = r.Post(msg)
+		res = r.Post(bytes())
 		if err := dec.Decode(res[abi.ResultHeaderSize:]); err != nil || len(dec.Tensors) != 3 {
 			b.Fatal(err)
 		}
-		out := make([]float32, 0, 17*40)
+		if !reuse {
+			out = make([]float32, 0, 17*40)
+		}
+		out = out[:0]
 		for i := range dec.Tensors {
 			v, _ := dec.Tensors[i].Float32s()
 			out = append(out, v...)
@@ -148,11 +164,12 @@ func nativeABI(b *testing.B, c *caseA) func() {
 	}
 }
 
-// BenchmarkDROIDPrePostRatio runs wasm prepost-into (stop flag, as served)
-// and native-abi alternately in rounds of 200 requests each, so that both
-// see the same machine state, and reports the median per-request time of
-// each over the rounds and their ratio (the "≤ 2× native"). b.N is
-// the number of request pairs.
+// BenchmarkDROIDPrePostRatio runs wasm prepost-into (stop flag, as served),
+// native-abi and native-abi with reused buffers alternately in rounds of
+// 200 requests each, so that all see the same machine state, and reports
+// the median per-request time of each over the rounds and the ratios
+// (the "≤ 2× native"; ratio-reuse against the allocation-free
+// native caller). b.N is the number of request triples.
 //
 //	go test ./embodiments/droid -run '^$' -bench DROIDPrePostRatio -benchtime 20000x
 func BenchmarkDROIDPrePostRatio(b *testing.B) {
@@ -170,11 +187,12 @@ func BenchmarkDROIDPrePostRatio(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	native := nativeABI(b, c)
+	native, nativeReuse := nativeABI(b, c, false), nativeABI(b, c, true)
 	wasm() // the first calls fill caches on both sides
 	native()
+	nativeReuse()
 	const round = 200
-	var tw, tn []float64
+	var tw, tn, tr []float64
 	timeRound := func(f func(), n int) float64 {
 		t0 := time.Now()
 		for range n {
@@ -187,13 +205,16 @@ func BenchmarkDROIDPrePostRatio(b *testing.B) {
 		n := min(round, b.N-done)
 		tw = append(tw, timeRound(wasm, n))
 		tn = append(tn, timeRound(native, n))
+		tr = append(tr, timeRound(nativeReuse, n))
 	}
 	b.StopTimer()
-	mw, mn := median(tw), median(tn)
+	mw, mn, mr := median(tw), median(tn), median(tr)
 	b.ReportMetric(mw, "wasm-ns/req")
 	b.ReportMetric(mn, "native-ns/req")
+	b.ReportMetric(mr, "native-reuse-ns/req")
 	b.ReportMetric(mw/mn, "ratio")
-	b.ReportMetric(0, "ns/op") // the pair's wall time says nothing on its own
+	b.ReportMetric(mw/mr, "ratio-reuse")
+	b.ReportMetric(0, "ns/op") // the triple's wall time says nothing on its own
 }
 
 func median(v []float64) float64 {

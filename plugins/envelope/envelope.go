@@ -536,8 +536,15 @@ func (e *Envelope) decodeAttrs(b []byte) error {
 	if n > MaxAttrs {
 		return fmt.Errorf("%w: %d attrs, limit %d", ErrMalformed, n, MaxAttrs)
 	}
+	// Assigned by index into the reused slice (append re-checks the
+	// capacity per element, and every check is a branch in a wasm guest).
+	attrs := e.Attrs[:0]
+	if cap(attrs) < n {
+		attrs = make([]Attr, 0, n)
+	}
+	attrs = attrs[:n]
 	off := uint64(4)
-	for i := 0; i < n; i++ {
+	for i := range attrs {
 		if off+8 > uint64(len(b)) {
 			return fmt.Errorf("%w: attr[%d]: entry overruns attrs", ErrMalformed, i)
 		}
@@ -547,12 +554,10 @@ func (e *Envelope) decodeAttrs(b []byte) error {
 		if end > uint64(len(b)) {
 			return fmt.Errorf("%w: attr[%d]: entry overruns attrs", ErrMalformed, i)
 		}
-		e.Attrs = append(e.Attrs, Attr{
-			Key:   unsafeString(b[off+8 : off+8+kl]),
-			Value: unsafeString(b[off+8+kl : end]),
-		})
+		attrs[i] = Attr{Key: unsafeString(b[off+8 : off+8+kl]), Value: unsafeString(b[off+8+kl : end])}
 		off = end
 	}
+	e.Attrs = attrs
 	return nil
 }
 

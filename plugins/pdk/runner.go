@@ -174,14 +174,15 @@ func (r *Runner) observation(in []byte) []byte {
 		r.preOK = false
 		return r.fail(abi.StatusPluginError, &Error{Code: abi.CodePluginError, Message: err.Error()})
 	}
+	// Every field is assigned (the plugin may have changed any of them).
 	o := &r.obs
-	*o = Observation{State: o.State[:0], Cameras: o.Cameras[:0]}
 	o.RequestID, o.Embodiment, o.Instruction, o.StateDType = requestAttrs(d)
 	if r.preOK && d.Reused() {
 		o.State = copyInto(o.State, r.preState)
 		o.Cameras = copyInto(o.Cameras, r.preCams)
 		return nil
 	}
+	o.State, o.Cameras = o.State[:0], o.Cameras[:0]
 	return r.observationTensors()
 }
 
@@ -257,14 +258,15 @@ func (r *Runner) postInput(in []byte) []byte {
 		r.postOK = false
 		return r.fail(abi.StatusPluginError, &Error{Code: abi.CodePluginError, Message: err.Error()})
 	}
+	// Every field is assigned (the plugin may have changed any of them).
 	p := &r.post
-	*p = PostInput{State: p.State[:0]}
 	p.RequestID, p.Embodiment, _, p.StateDType = requestAttrs(d)
 	if r.postOK && d.Reused() {
 		p.State = copyInto(p.State, r.postState)
 		p.ActionPred, p.Horizon, p.Dim = r.postPred, r.postH, r.postD
 		return nil
 	}
+	p.State, p.ActionPred, p.Horizon, p.Dim = p.State[:0], nil, 0, 0
 	return r.postTensors()
 }
 
