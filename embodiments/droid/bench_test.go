@@ -138,10 +138,11 @@ func nativeABI(b *testing.B, c *caseA, reuse bool) func() {
 			b.Fatal(err)
 		}
 		st, _ := dec.Tensor(abi.TensorState).Float32s()
-		if !reuse {
-			st32 = nil
+		if reuse {
+			st32 = append(st32[:0], st...)
+		} else {
+			_ = append([]float32(nil), st...)
 		}
-		st32 = append(st32[:0], st...)
 
 		eb.Reset()
 		eb.Attr(abi.AttrEmbodiment, Tag)
@@ -153,13 +154,18 @@ func nativeABI(b *testing.B, c *caseA, reuse bool) func() {
 		if err := dec.Decode(res[abi.ResultHeaderSize:]); err != nil || len(dec.Tensors) != 3 {
 			b.Fatal(err)
 		}
-		if !reuse {
-			out = make([]float32, 0, 17*40)
+		if reuse {
+			out = out[:0]
+			for i := range dec.Tensors {
+				v, _ := dec.Tensors[i].Float32s()
+				out = append(out, v...)
+			}
+			return
 		}
-		out = out[:0]
+		fresh := make([]float32, 0, 17*40) // as BenchmarkDROIDPrePost's native-abi always did
 		for i := range dec.Tensors {
 			v, _ := dec.Tensors[i].Float32s()
-			out = append(out, v...)
+			fresh = append(fresh, v...)
 		}
 	}
 }

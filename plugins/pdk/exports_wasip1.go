@@ -17,9 +17,12 @@ var result []byte
 
 // lastPtr/lastBuf are the most recent gw_alloc buffer: the host reuses one
 // input buffer for every call, so input usually finds it without the map.
+// lastBytes is lastBuf as bytes (made once: unsafe.Slice is a call in a
+// wasm guest).
 var (
-	lastPtr uint32
-	lastBuf []uint64
+	lastPtr   uint32
+	lastBuf   []uint64
+	lastBytes []byte
 )
 
 //go:wasmexport gw_abi_v1
@@ -30,7 +33,7 @@ func gwAlloc(size uint32) uint32 {
 	buf := make([]uint64, (uint64(size)+7)/8+1)
 	p := uint32(uintptr(unsafe.Pointer(&buf[0])))
 	allocs[p] = buf
-	lastPtr, lastBuf = p, buf
+	lastPtr, lastBuf, lastBytes = p, buf, asBytes(buf)
 	return p
 }
 
@@ -38,7 +41,7 @@ func gwAlloc(size uint32) uint32 {
 func gwFree(ptr uint32) {
 	delete(allocs, ptr)
 	if ptr == lastPtr {
-		lastPtr, lastBuf = 0, nil
+		lastPtr, lastBuf, lastBytes = 0, nil, nil
 	}
 }
 
@@ -82,14 +85,19 @@ func mustRunner() *Runner {
 // input returns the n bytes at ptr, which must be the start of a buffer
 // from gw_alloc holding at least n bytes.
 func input(ptr, n uint32) ([]byte, []byte) {
-	buf, ok := lastBuf, ptr == lastPtr && ptr != 0
-	if !ok {
-		buf, ok = allocs[ptr]
+	if ptr == lastPtr && ptr != 0 && uint64(n) <= uint64(len(lastBytes)) {
+		return lastBytes[:n], nil
 	}
+	buf, ok := allocs[ptr]
 	if !ok || uint64(n) > 8*uint64(len(buf)) {
 		return nil, mustRunner().fail(abi.StatusPluginError, Errorf(abi.CodePluginError, "", "input [%#x, +%d) is not inside a gw_alloc buffer", ptr, n))
 	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(&buf[0])), 8*len(buf))[:n], nil
+	return asBytes(buf)[:n], nil
+}
+
+// asBytes returns buf's memory as bytes.
+func asBytes(buf []uint64) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(&buf[0])), 8*len(buf))
 }
 
 func pack(b []byte) uint64 {
