@@ -175,6 +175,7 @@ func (p *Plugin) PreInto(ctx context.Context, in *PreInput, out *PreOutput) erro
 	b := builders.Get().(*envelope.Builder)
 	defer builders.Put(b)
 	b.Reset()
+	b.PadAttrs(abi.AttrsPad)
 	attrs(b, in.RequestID, in.Embodiment, in.StateDType)
 	b.Attr(abi.AttrInstruction, in.Instruction)
 	for i, c := range in.Cameras {
@@ -229,6 +230,7 @@ func (p *Plugin) PostInto(ctx context.Context, in *PostInput, out *PostOutput) e
 	b := builders.Get().(*envelope.Builder)
 	defer builders.Put(b)
 	b.Reset()
+	b.PadAttrs(abi.AttrsPad)
 	attrs(b, in.RequestID, in.Embodiment, in.StateDType)
 	b.Float32(abi.TensorActionPred, []int64{int64(in.Horizon), int64(in.Dim)}, in.ActionPred)
 	if err := p.stateTensors(b, "post", in.State); err != nil {

@@ -68,6 +68,7 @@ func BenchmarkHostOverhead(b *testing.B) {
 		for range b.N {
 			eb := builders.Get().(*envelope.Builder)
 			eb.Reset()
+			eb.PadAttrs(abi.AttrsPad)
 			attrs(eb, "", "oxe_droid_relative_eef_relative_joint", "")
 			eb.Attr("instruction", "Put the blue block in the green bowl")
 			for i, c := range d.Cameras {
@@ -84,6 +85,7 @@ func BenchmarkHostOverhead(b *testing.B) {
 		for range b.N {
 			eb := builders.Get().(*envelope.Builder)
 			eb.Reset()
+			eb.PadAttrs(abi.AttrsPad)
 			attrs(eb, "", "oxe_droid_relative_eef_relative_joint", "")
 			eb.Float32("action_pred", []int64{40, 132}, pred)
 			_ = p.stateTensors(eb, "post", state)

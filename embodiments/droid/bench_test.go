@@ -124,6 +124,7 @@ func nativeABI(b *testing.B, c *caseA, reuse bool) func() {
 		buf, _ = eb.AppendTo(buf[:0])
 		return buf
 	}
+	eb.PadAttrs(abi.AttrsPad) // as the host encodes
 	return func() {
 		eb.Reset()
 		eb.Attr(abi.AttrEmbodiment, Tag).Attr(abi.AttrInstruction, "Put the blue block in the green bowl")

@@ -93,6 +93,7 @@ func (g *rawGuest) call(b *testing.B, name string) {
 // preMsg and postMsg are the envelopes the host sends for caseA.
 func (c *caseA) preMsg() []byte {
 	var eb envelope.Builder
+	eb.PadAttrs(abi.AttrsPad) // as the host encodes
 	eb.Attr(abi.AttrEmbodiment, Tag).Attr(abi.AttrInstruction, "Put the blue block in the green bowl")
 	for _, k := range cameras {
 		eb.Descriptor(abi.VideoPrefix+k, envelope.Uint8, []int64{2, 180, 320, 3})
@@ -106,6 +107,7 @@ func (c *caseA) preMsg() []byte {
 
 func (c *caseA) postMsg() []byte {
 	var eb envelope.Builder
+	eb.PadAttrs(abi.AttrsPad) // as the host encodes
 	eb.Attr(abi.AttrEmbodiment, Tag)
 	eb.Float32(abi.TensorActionPred, []int64{40, 132}, c.actionPred)
 	for _, g := range groups {

@@ -62,6 +62,12 @@ const (
 	CodePluginError        = "plugin_error"
 )
 
+// AttrsPad is the multiple the host pads a pre/post request's attribute
+// section to (envelope.Builder.PadAttrs): an instruction of another length
+// then usually leaves the request's layout unchanged, and the guest's
+// decoder reuses it.
+const AttrsPad = 256
+
 // Tensor and attribute names used in the pre/post envelopes.
 const (
 	AttrRequestID   = "request_id"

@@ -16,6 +16,7 @@ type Builder struct {
 	tensors []pending
 	buf     []byte
 	err     error
+	pad     uint64 // attrs section size quantum (PadAttrs), 0 for none
 }
 
 type pending struct {
@@ -35,6 +36,22 @@ func (b *Builder) Reset() {
 	}
 	b.tensors = b.tensors[:0]
 	b.err = nil
+}
+
+// PadAttrs makes the attribute section a multiple of q bytes (a multiple
+// of 8; 0 turns padding off), zero-filled after the last entry. Requests
+// whose attributes differ only in value lengths within one multiple then
+// share the header and tensor table, which lets a decoder that keeps the
+// previous layout (Envelope.Decode) reuse it. The setting survives Reset.
+func (b *Builder) PadAttrs(q int) *Builder {
+	if q < 0 || q%8 != 0 {
+		if b.err == nil {
+			b.err = fmt.Errorf("envelope: attrs padding %d is not a multiple of 8", q)
+		}
+		return b
+	}
+	b.pad = uint64(q)
+	return b
 }
 
 // Attr adds a string attribute.
@@ -124,6 +141,9 @@ func (b *Builder) layout() (attrsLen, tableLen, total uint64) {
 		for _, a := range b.attrs {
 			attrsLen += 8 + uint64(len(a.Key)) + uint64(len(a.Value))
 		}
+		if b.pad > 0 {
+			attrsLen = (attrsLen + b.pad - 1) / b.pad * b.pad
+		}
 	}
 	for i := range b.tensors {
 		t := &b.tensors[i]
@@ -189,7 +209,7 @@ func (b *Builder) AppendTo(dst []byte) ([]byte, error) {
 			off += uint64(copy(out[off:], a.Value))
 		}
 	}
-	tab := align8(off)
+	tab := align8(HeaderSize + attrsLen)
 	clear(out[off:tab])
 	data := tab + tableLen
 	for i := range b.tensors {

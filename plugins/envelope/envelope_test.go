@@ -3,6 +3,7 @@ package envelope
 import (
 	"encoding/binary"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -165,4 +166,49 @@ func TestAppendToDirtyBuffer(t *testing.T) {
 	out, err := b.AppendTo(dirty)
 	require.NoError(t, err)
 	require.Equal(t, clean, out[3:])
+}
+
+// TestPadAttrsKeepsLayout: with the attribute section padded, requests
+// whose attribute values differ in length (within one multiple) share the
+// header and tensor table, decode to their own attributes, and the second
+// decode on the same buffer reuses the first one's layout.
+func TestPadAttrsKeepsLayout(t *testing.T) {
+	enc := func(instr string) []byte {
+		var b Builder
+		b.PadAttrs(256)
+		b.Attr("embodiment", "droid").Attr("instruction", instr)
+		b.Float64("state.x", []int64{2}, []float64{1, 2})
+		out, err := b.Bytes()
+		require.NoError(t, err)
+		return append([]byte(nil), out...)
+	}
+	short, long := enc("go"), enc(strings.Repeat("pick the cup ", 12))
+	require.Equal(t, len(short), len(long))
+	attrsLen := binary.LittleEndian.Uint32(short[8:])
+	assert.Equal(t, uint32(256), attrsLen)
+	tableStart := HeaderSize + int(attrsLen)
+	assert.Equal(t, short[:HeaderSize], long[:HeaderSize], "header")
+	assert.Equal(t, short[tableStart:tableStart+int(binary.LittleEndian.Uint32(short[12:]))],
+		long[tableStart:tableStart+int(binary.LittleEndian.Uint32(long[12:]))], "table")
+
+	buf := make([]byte, len(short))
+	var e Envelope
+	for i, msg := range [][]byte{short, long, short} {
+		copy(buf, msg)
+		require.NoError(t, e.Decode(buf))
+		assert.Equal(t, i > 0, e.Reused(), "decode %d", i)
+		v, _ := e.Attr("instruction")
+		want := "go"
+		if i == 1 {
+			want = strings.Repeat("pick the cup ", 12)
+		}
+		assert.Equal(t, want, v)
+		x, err := e.Tensor("state.x").Float64s()
+		require.NoError(t, err)
+		assert.Equal(t, []float64{1, 2}, x)
+	}
+
+	var b Builder
+	_, err := b.PadAttrs(12).Attr("a", "b").Bytes()
+	assert.ErrorContains(t, err, "multiple of 8")
 }
