@@ -21,6 +21,8 @@ import (
 //	             close-on-context-done
 //	wasm/<mode>/prepost-into: prepost with PreInto/PostInto (the caller
 //	             reuses its output structs)
+//	wasm/<mode>/prepost-into-varying: the same with three instructions of
+//	             different lengths in turn
 //	native-abi:  the same bytes through pdk.Runner natively (envelope
 //	             encode + guest decode/logic/encode + result decode)
 //	native-logic: the plugin methods alone
@@ -49,6 +51,28 @@ func BenchmarkDROIDPrePost(b *testing.B) {
 			defer benchcpu.Report(b, c0)
 			for range b.N {
 				if err := p.PreInto(ctx, pre, &po); err != nil {
+					b.Fatal(err)
+				}
+				if err := p.PostInto(ctx, post, &qo); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("wasm/"+mode.String()+"/prepost-into-varying", func(b *testing.B) {
+			// prepost-into with instructions of different lengths in
+			// turn, as real traffic sends (the host pads the attribute
+			// section, so the guest still reuses the decoded layout).
+			instrs := []string{pre.Instruction, "Pick up the red cup and place it on the plate", "Open the drawer"}
+			var po plugins.PreOutput
+			var qo plugins.PostOutput
+			in := *pre
+			b.ReportAllocs()
+			b.ResetTimer()
+			c0 := benchcpu.Now()
+			defer benchcpu.Report(b, c0)
+			for i := range b.N {
+				in.Instruction = instrs[i%len(instrs)]
+				if err := p.PreInto(ctx, &in, &po); err != nil {
 					b.Fatal(err)
 				}
 				if err := p.PostInto(ctx, post, &qo); err != nil {
