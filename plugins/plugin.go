@@ -634,45 +634,76 @@ func (p *Plugin) result(inst *instance, stage string, packed uint64) (body []byt
 // idleStack holds the idle instances, most recently released on top: a
 // call takes the instance whose memory and code paths are most likely
 // still in the CPU caches (with a FIFO, sequential calls rotate through
-// every instance of the pool). avail carries one token per idle instance,
-// sent after the push, so whoever receives a token finds an instance to
-// pop; waiting for a token is how acquire blocks.
+// every instance of the pool). A release while goroutines wait in acquire
+// hands the instance to one of them through wake instead of pushing it;
+// otherwise taking and returning an instance is one mutex section each,
+// without a channel operation.
+//
+// Invariant (under mu): the goroutines blocked in acquire number waiters
+// plus the hand-offs sent or about to be sent on wake, so every hand-off
+// has a receiver, and wake (capacity: the pool size) never blocks.
 type idleStack struct {
-	mu    sync.Mutex
-	stack []*instance
-	avail chan struct{}
+	mu      sync.Mutex
+	stack   []*instance
+	waiters int            // registered by getOrWait and not yet served
+	wake    chan *instance // hand-offs to waiters
 }
 
 func (s *idleStack) init(n int) {
 	s.stack = make([]*instance, 0, n)
-	s.avail = make(chan struct{}, n)
+	s.wake = make(chan *instance, n)
 }
 
+// put returns inst: to a waiter if there is one, else onto the stack.
 func (s *idleStack) put(inst *instance) {
 	s.mu.Lock()
+	if s.waiters > 0 {
+		s.waiters--
+		s.mu.Unlock()
+		s.wake <- inst
+		return
+	}
 	s.stack = append(s.stack, inst)
 	s.mu.Unlock()
-	s.avail <- struct{}{}
-}
-
-// pop takes the top instance; call it only after receiving from avail.
-func (s *idleStack) pop() *instance {
-	s.mu.Lock()
-	inst := s.stack[len(s.stack)-1]
-	s.stack[len(s.stack)-1] = nil
-	s.stack = s.stack[:len(s.stack)-1]
-	s.mu.Unlock()
-	return inst
 }
 
 // tryGet pops an idle instance if there is one, without waiting.
 func (s *idleStack) tryGet() *instance {
-	select {
-	case <-s.avail:
-		return s.pop()
-	default:
-		return nil
+	inst, _ := s.get(false)
+	return inst
+}
+
+// get pops the top instance. When there is none it returns nil, and with
+// register also counts the caller as a waiter: the caller must then
+// receive from wake or call cancelWait.
+func (s *idleStack) get(register bool) (*instance, bool) {
+	s.mu.Lock()
+	n := len(s.stack)
+	if n == 0 {
+		if register {
+			s.waiters++
+		}
+		s.mu.Unlock()
+		return nil, register
 	}
+	inst := s.stack[n-1]
+	s.stack[n-1] = nil
+	s.stack = s.stack[:n-1]
+	s.mu.Unlock()
+	return inst, false
+}
+
+// cancelWait withdraws a waiter that gave up. If a release already counted
+// on it (waiters is 0), the hand-off meant for it is taken and put back.
+func (s *idleStack) cancelWait() {
+	s.mu.Lock()
+	if s.waiters > 0 {
+		s.waiters--
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	s.put(<-s.wake)
 }
 
 // acquire takes an idle instance, creating one if the pool is below its
@@ -689,6 +720,10 @@ func (p *Plugin) acquire(ctx context.Context) (*instance, error) {
 		}
 		return inst, nil
 	}
+	inst, waiting := p.idle.get(true)
+	if !waiting {
+		return inst, nil
+	}
 	var timeout <-chan time.Time
 	if p.o.acquireTimeout > 0 {
 		t := time.NewTimer(p.o.acquireTimeout)
@@ -696,13 +731,16 @@ func (p *Plugin) acquire(ctx context.Context) (*instance, error) {
 		timeout = t.C
 	}
 	select {
-	case <-p.idle.avail:
-		return p.idle.pop(), nil
+	case inst := <-p.idle.wake:
+		return inst, nil
 	case <-ctx.Done():
+		p.idle.cancelWait()
 		return nil, fmt.Errorf("%w: plugin[%s] all %d instances busy: %w", ErrPoolExhausted, p.name, p.poolSize, ctx.Err())
 	case <-timeout:
+		p.idle.cancelWait()
 		return nil, fmt.Errorf("%w: plugin[%s] all %d instances busy for %v", ErrPoolExhausted, p.name, p.poolSize, p.o.acquireTimeout)
 	case <-p.done:
+		p.idle.cancelWait()
 		return nil, fmt.Errorf("%w: plugin[%s]", ErrClosed, p.name)
 	}
 }
