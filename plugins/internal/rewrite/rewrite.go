@@ -683,31 +683,13 @@ func (r *reader) u32() uint32 {
 }
 
 // s32 reads a signed LEB128 i32.
-func (r *reader) s32() int32 {
-	var v int64
-	var shift uint
-	for {
-		c := r.byte()
-		if r.err != nil {
-			return 0
-		}
-		if shift >= 35 {
-			r.err = errors.New("LEB128 too long")
-			return 0
-		}
-		v |= int64(c&0x7F) << shift
-		shift += 7
-		if c&0x80 == 0 {
-			if shift < 64 && c&0x40 != 0 {
-				v |= -1 << shift
-			}
-			return int32(v)
-		}
-	}
-}
+func (r *reader) s32() int32 { return int32(r.signed(35)) }
 
 // s64 reads a signed LEB128 i64.
-func (r *reader) s64() int64 {
+func (r *reader) s64() int64 { return r.signed(70) }
+
+// signed reads a signed LEB128 of at most maxShift/7 bytes.
+func (r *reader) signed(maxShift uint) int64 {
 	var v int64
 	var shift uint
 	for {
@@ -715,7 +697,7 @@ func (r *reader) s64() int64 {
 		if r.err != nil {
 			return 0
 		}
-		if shift >= 70 {
+		if shift >= maxShift {
 			r.err = errors.New("LEB128 too long")
 			return 0
 		}
