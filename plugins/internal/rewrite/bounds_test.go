@@ -190,8 +190,11 @@ func TestBoundsRewriteKeepsBehaviour(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
 	g := &progGen{rng: rng}
 	n := 300
-	if testing.Short() {
+	switch {
+	case testing.Short():
 		n = 60
+	case raceEnabled: // how make test runs this package
+		n = 120
 	}
 	probes, traps := 0, 0
 	for p := range n {
