@@ -186,9 +186,8 @@ func (r *Runner) observation(in []byte) []byte {
 	return r.observationTensors()
 }
 
-// observationTensors fills r.obs from a new input layout. A function of
-// its own: its locals (and their zeroing at entry) stay off the per-call
-// path.
+// observationTensors fills r.obs from a new input layout (observation's
+// slow path).
 func (r *Runner) observationTensors() []byte {
 	d, o := &r.decPre, &r.obs
 	r.preOK = false
