@@ -645,7 +645,7 @@ func (p *Plugin) result(inst *instance, stage string, packed uint64) (body []byt
 type idleStack struct {
 	mu      sync.Mutex
 	stack   []*instance
-	waiters int            // registered by getOrWait and not yet served
+	waiters int            // registered by get(true) and not yet served
 	wake    chan *instance // hand-offs to waiters
 }
 
