@@ -63,3 +63,18 @@ func TestInterpreterUsesCloseOnContextDone(t *testing.T) {
 	require.ErrorIs(t, err, plugins.ErrTimeout)
 	mustPreOK(t, p, 1)
 }
+
+// TestRewriteFailureFallsBack: if the module with stop checks does not
+// compile (a rewriter bug), the plugin is served as shipped, with
+// deadlines through close-on-context-done, instead of failing to load.
+func TestRewriteFailureFallsBack(t *testing.T) {
+	restore := plugins.SetInstrumentForTest(func(wasm []byte) ([]byte, error) {
+		return append(append([]byte(nil), wasm[:8]...), 0x0A, 0x02, 0x01, 0xFF), nil // a broken code section
+	})
+	defer restore()
+	p := plugintest.MustOpen(t, misbehave)
+	require.Equal(t, plugins.DeadlineCloseOnContextDone, p.DeadlineMode())
+	_, err := p.Pre(context.Background(), preIn("hang", 1, 1))
+	require.ErrorIs(t, err, plugins.ErrTimeout)
+	mustPreOK(t, p, 1)
+}

@@ -42,6 +42,10 @@ import (
 	"github.com/gr00tgw/gr00tgw/plugins/internal/rewrite"
 )
 
+// instrument is the load-time rewrite (a variable so that a test can make
+// it produce a module that does not compile).
+var instrument = rewrite.Instrument
+
 // Description is the plugin's gw_describe document.
 type Description = abi.Description
 
@@ -198,19 +202,31 @@ func (p *Plugin) setup(ctx context.Context, wasm []byte) error {
 		rc = wazero.NewRuntimeConfigInterpreter()
 		p.mode = DeadlineCloseOnContextDone
 	}
+	orig, rewritten := wasm, false
 	if p.mode == DeadlineStopFlag {
-		if inst, err := rewrite.Instrument(wasm); err != nil {
+		if inst, err := instrument(wasm); err != nil {
 			o.logger.Warn("plugins: cannot add stop checks, deadlines use close-on-context-done (slower)", "plugin", p.name, "err", err)
 			p.mode = DeadlineCloseOnContextDone
 		} else {
-			wasm = inst
+			wasm, rewritten = inst, true
 		}
 	}
-	rc = rc.WithCloseOnContextDone(p.mode == DeadlineCloseOnContextDone).WithMemoryLimitPages(p.maxPages).WithCompilationCache(cache)
-	p.rt = wazero.NewRuntimeWithConfig(ctx, rc)
+	rc = rc.WithMemoryLimitPages(p.maxPages).WithCompilationCache(cache)
+	p.rt = wazero.NewRuntimeWithConfig(ctx, rc.WithCloseOnContextDone(p.mode == DeadlineCloseOnContextDone))
 
 	var err error
-	if p.compiled, err = p.rt.CompileModule(ctx, wasm); err != nil {
+	if p.compiled, err = p.rt.CompileModule(ctx, wasm); err != nil && rewritten {
+		// The rewrite must keep a valid module valid; if it did not (a
+		// rewriter bug), serve the module as shipped rather than not at all.
+		_ = p.rt.Close(ctx)
+		p.mode = DeadlineCloseOnContextDone
+		p.rt = wazero.NewRuntimeWithConfig(ctx, rc.WithCloseOnContextDone(true))
+		rerr := err
+		if p.compiled, err = p.rt.CompileModule(ctx, orig); err == nil {
+			o.logger.Warn("plugins: the module with stop checks does not compile, deadlines use close-on-context-done (slower)", "plugin", p.name, "err", rerr)
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("wasm: plugin[%s] compile: %w", p.name, err)
 	}
 	if err = validateModule(p.name, p.compiled); err != nil {

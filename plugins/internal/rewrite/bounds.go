@@ -12,13 +12,15 @@ package rewrite
 // the address and the store). The folded instructions are removed from
 // sc.ins. The two forms address the same byte unless the low 32 bits of
 // L are within C of 4 GiB, where the first wraps around to low memory and
-// the second traps: no wasm32 pointer into memory below the host's page
-// limit is that large. Only C ≥ 0 with O+C < 2^32 is folded.
+// the second traps. Only 0 ≤ C < maxFold (1 MiB) is folded, so that takes
+// a pointer above 4095 MiB: no pointer into a wasm32 memory of the host's
+// page limit, and Go's constants are field offsets, far smaller.
 func planFolds(sc *scratch) {
 	ins := sc.ins
 	folded := false
 	for i := 0; i+4 < len(ins); i++ {
-		if ins[i].op != 0x20 || ins[i+1].op != 0x42 || ins[i+2].op != 0x7C || ins[i+3].op != 0xA7 || ins[i+1].c64 < 0 {
+		if ins[i].op != 0x20 || ins[i+1].op != 0x42 || ins[i+2].op != 0x7C || ins[i+3].op != 0xA7 ||
+			ins[i+1].c64 < 0 || ins[i+1].c64 >= maxFold {
 			continue
 		}
 		j := addrConsumer(ins, i+4)
@@ -44,6 +46,9 @@ func planFolds(sc *scratch) {
 	}
 	sc.ins = ins[:w]
 }
+
+// maxFold bounds the constants planFolds moves into an access's offset.
+const maxFold = 1 << 20
 
 // addrConsumer returns the index of the float load or store that takes
 // the address on top of the stack before ins[k] as its address operand,

@@ -333,3 +333,43 @@ func TestAddrConsumer(t *testing.T) {
 		assert.Equal(t, tc.want, got, tc.name)
 	}
 }
+
+// TestReviewCounterexamples: modules from the review of the bounds passes
+// (helper report, session 3) that wazero accepts. A padded local-group
+// count stays valid after wrap locals are added; a local of a typed
+// reference type is refused (ErrUnsupported) rather than misparsed; a
+// fold constant of 1 MiB or more is left alone, so a small pointer plus a
+// huge constant still wraps as before.
+func TestReviewCounterexamples(t *testing.T) {
+	ctx := context.Background()
+	r := wazero.NewRuntime(ctx)
+	defer r.Close(ctx)
+	types := sec(secType, 1, 0x60, 3, 0x7F, 0x7F, 0x7E, 1, 0x7E)
+	module := func(body ...byte) []byte {
+		return cat([]byte("\x00asm\x01\x00\x00\x00"), types, sec(secFunction, 1, 0), sec(secMemory, 1, 0x00, 0x01),
+			sec(secExport, cat([]byte{1, 1}, []byte("f"), []byte{0x00, 0})...), sec(secCode, cat([]byte{1}, fnBody(body...))...))
+	}
+
+	padded := module(0x81, 0x00, 1, 0x7E, // one local group, the count in two bytes
+		0x20, 2, 0xA7, 0x29, 0x03, 0x00,
+		0x20, 2, 0xA7, 0x29, 0x03, 0x08, 0x7C, 0x0B)
+	inst, err := Instrument(padded)
+	require.NoError(t, err)
+	_, err = r.CompileModule(ctx, inst)
+	require.NoError(t, err, "padded local count")
+	assert.Equal(t, runF(t, r, padded, 0, 0, 64), runF(t, r, inst, 0, 0, 64))
+
+	typedRef := module(1, 1, 0x63, 0x70, 0x42, 0, 0x0B) // (local (ref null func))
+	if _, err := r.CompileModule(ctx, typedRef); err == nil {
+		_, err = Instrument(typedRef)
+		require.ErrorIs(t, err, ErrUnsupported)
+	}
+
+	huge := module(0, 0x20, 2, 0x42, 0xF0, 0xFF, 0xFF, 0xFF, 0x0F, 0x7C, 0xA7, // wrap(x + 0xFFFFFFF0)
+		0x2B, 0x03, 0x00, 0xBD, 0x0B) // f64.load; i64.reinterpret
+	inst, err = Instrument(huge)
+	require.NoError(t, err)
+	want := runF(t, r, huge, 0, 0, 100) // reads address 84
+	require.False(t, want.trapped)
+	assert.Equal(t, want, runF(t, r, inst, 0, 0, 100))
+}

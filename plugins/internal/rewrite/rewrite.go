@@ -275,7 +275,9 @@ func countImports(b []byte) (globals, mems uint32, err error) {
 			r.limits()
 			mems++
 		case 0x03: // global
-			r.byte()
+			if !valType(r.byte()) && r.err == nil {
+				return 0, 0, fmt.Errorf("%w: import %d: global of a value type outside numbers and references", ErrUnsupported, i)
+			}
 			r.byte()
 			globals++
 		case 0x04: // tag
@@ -418,7 +420,9 @@ func decodeBody(r *reader, stop uint32, sc *scratch) error {
 		case op == 0x1C: // select t*
 			n := r.u32()
 			for j := uint32(0); j < n && r.err == nil; j++ {
-				r.byte()
+				if !valType(r.byte()) && r.err == nil {
+					return errors.New("typed select of a value type outside numbers and references")
+				}
 			}
 		case op >= 0x28 && op <= 0x3E: // memarg
 			align := r.u32()
@@ -441,8 +445,10 @@ func decodeBody(r *reader, stop uint32, sc *scratch) error {
 			r.bytes(4)
 		case op == 0x44:
 			r.bytes(8)
-		case op == 0xD0:
-			r.byte()
+		case op == 0xD0: // ref.null: funcref or externref only (no typed references)
+			if ht := r.byte(); ht != 0x70 && ht != 0x6F && r.err == nil {
+				return fmt.Errorf("ref.null heap type %#x", ht)
+			}
 		case op == 0xFC:
 			switch sub := r.u32(); {
 			case sub <= 7: // saturating truncations
@@ -476,10 +482,13 @@ func decodeBody(r *reader, stop uint32, sc *scratch) error {
 func instrumentBody(out, body, check []byte, stop uint32, o Options, nparams uint32, sc *scratch) ([]byte, error) {
 	r := &reader{b: body}
 	groups := r.u32()
+	groupsEnd := r.pos // the count may be a padded LEB128
 	nlocals := uint64(nparams)
 	for g := uint32(0); g < groups && r.err == nil; g++ {
 		nlocals += uint64(r.u32())
-		r.byte()
+		if !valType(r.byte()) && r.err == nil {
+			return nil, errors.New("locals: value type outside numbers and references")
+		}
 	}
 	if r.err != nil {
 		return nil, fmt.Errorf("locals: %w", r.err)
@@ -498,7 +507,7 @@ func instrumentBody(out, body, check []byte, stop uint32, o Options, nparams uin
 		out = append(out, body[:localsEnd]...)
 	} else {
 		out = appendULEB(out, uint64(groups)+1)
-		out = append(out, body[len(uleb(uint64(groups))):localsEnd]...)
+		out = append(out, body[groupsEnd:localsEnd]...)
 		out = appendULEB(out, uint64(wraps))
 		out = append(out, 0x7F)
 	}
@@ -602,18 +611,25 @@ func paramCounts(secs []secRef) ([]uint32, error) {
 	return funcs, nil
 }
 
-// skipValTypes reads n value types and reports whether all are numeric or
-// funcref/externref.
+// skipValTypes reads n value types and reports whether all are valType.
 func skipValTypes(r *reader, n uint32) bool {
 	ok := true
 	for j := uint32(0); j < n && r.err == nil; j++ {
-		switch r.byte() {
-		case 0x7F, 0x7E, 0x7D, 0x7C, 0x70, 0x6F:
-		default:
-			ok = false
-		}
+		ok = valType(r.byte()) && ok
 	}
 	return ok
+}
+
+// valType reports whether t is a one-byte value type the rewrite
+// understands: i32, i64, f32, f64, funcref, externref. Anything else
+// (v128, typed references with a heap-type index) makes the module
+// unsupported.
+func valType(t byte) bool {
+	switch t {
+	case 0x7F, 0x7E, 0x7D, 0x7C, 0x70, 0x6F:
+		return true
+	}
+	return false
 }
 
 // secRef is one section of the input module.
