@@ -282,27 +282,42 @@ func TestResizersNoAllocs(t *testing.T) {
 // the CPU has it, and SSE) and patchify16x2 with the generic loop on random
 // frames and a non-default LUT, on aligned and unaligned destinations.
 func TestPatchifyFastMatchesGeneric(t *testing.T) {
-	defer func() { forceScalar = false; forceNoAVX512Patchify = false }()
-	cfg := DefaultDROIDChain()
-	cfg.Mean = [3]float32{0.48145466, 0.4578275, 0.40821073}
-	cfg.Std = [3]float32{0.26862954, 0.26130258, 0.27577711}
-	lut := NewNormLUT(&cfg)
-	for i, sz := range [][2]int{{32, 32}, {448, 256}, {64, 96}} {
-		img := &RGB{W: sz[0], H: sz[1], Pix: pattern(uint32(i+7), sz[0], sz[1], 3, "noise")}
-		n := cfg.PatchifyRows(img.W, img.H) * cfg.RowWidth()
-		slow := make([]float32, n)
-		forceScalar = true
-		_, err := cfg.Patchify(slow, img, lut)
-		require.NoError(t, err)
-		forceScalar = false
-		for _, noAVX512 := range []bool{false, true} {
-			forceNoAVX512Patchify = noAVX512
-			for _, off := range []int{0, 1} {
-				fast := make([]float32, n+off)[off:]
-				_, err = cfg.Patchify(fast, img, lut)
-				require.NoError(t, err)
-				require.Equal(t, slow, fast, "%dx%d noAVX512=%v offset %d", img.W, img.H, noAVX512, off)
+	defer func() {
+		forceScalar, forceNoAVX512Patchify, forceNoAVX2Patchify, forceNoFMANorm = false, false, false, false
+	}()
+	for _, norm := range []struct {
+		name      string
+		mean, std [3]float32
+	}{
+		{"clip", [3]float32{0.48145466, 0.4578275, 0.40821073}, [3]float32{0.26862954, 0.26130258, 0.27577711}},
+		{"half", [3]float32{0.5, 0.5, 0.5}, [3]float32{0.5, 0.5, 0.5}},
+		{"imagenet", [3]float32{0.485, 0.456, 0.406}, [3]float32{0.229, 0.224, 0.225}},
+		{"odd", [3]float32{0, 1, 0.3333333}, [3]float32{1, 0.0001, 3.75}},
+	} {
+		cfg := DefaultDROIDChain()
+		cfg.Mean, cfg.Std = norm.mean, norm.std
+		lut := NewNormLUT(&cfg)
+		for i, sz := range [][2]int{{32, 32}, {448, 256}, {64, 96}} {
+			img := &RGB{W: sz[0], H: sz[1], Pix: pattern(uint32(i+7), sz[0], sz[1], 3, "noise")}
+			n := cfg.PatchifyRows(img.W, img.H) * cfg.RowWidth()
+			slow := make([]float32, n)
+			forceScalar = true
+			_, err := cfg.Patchify(slow, img, lut)
+			require.NoError(t, err)
+			forceScalar = false
+			for _, k := range []struct {
+				name                 string
+				noAVX512, noAVX2, ne bool
+			}{{"best", false, false, false}, {"avx2", true, false, false}, {"avx2-div", true, false, true}, {"sse", true, true, false}} {
+				forceNoAVX512Patchify, forceNoAVX2Patchify, forceNoFMANorm = k.noAVX512, k.noAVX2, k.ne
+				for _, off := range []int{0, 1} {
+					fast := make([]float32, n+off)[off:]
+					_, err = cfg.Patchify(fast, img, lut)
+					require.NoError(t, err)
+					require.Equal(t, slow, fast, "%s %dx%d %s offset %d", norm.name, img.W, img.H, k.name, off)
+				}
 			}
+			forceNoAVX512Patchify, forceNoAVX2Patchify, forceNoFMANorm = false, false, false
 		}
 	}
 }

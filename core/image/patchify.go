@@ -12,6 +12,12 @@ import "fmt"
 type NormLUT struct {
 	V        [3][256]float32
 	Sub, Div [3]float32
+	// rcp is float32(1/Div[c]); fma reports that the AVX2 kernel's
+	// division-free form (a product by rcp refined by one FMA step)
+	// reproduced every entry of V on this CPU, so it may replace the
+	// division (normFMAExact).
+	rcp [3]float32
+	fma bool
 }
 
 // NewNormLUT builds the lookup table for c.
@@ -24,7 +30,9 @@ func NewNormLUT(c *ChainConfig) *NormLUT {
 		for x := 0; x < 256; x++ {
 			l.V[ch][x] = (float32(x) - l.Sub[ch]) / l.Div[ch]
 		}
+		l.rcp[ch] = 1 / l.Div[ch]
 	}
+	l.fma = normFMAExact(&l)
 	return &l
 }
 

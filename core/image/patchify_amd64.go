@@ -2,7 +2,11 @@
 
 package image
 
-import "golang.org/x/sys/cpu"
+import (
+	"math"
+
+	"golang.org/x/sys/cpu"
+)
 
 // patchify16x2SSE is implemented in patchify_amd64.s.
 //
@@ -13,6 +17,61 @@ func patchify16x2SSE(out *float32, pix *byte, stride int, lut *NormLUT)
 //
 //go:noescape
 func patchify16x2AVX512(out *float32, pix *byte, stride int, idx *[3][64]byte, sub, div *[3]float32)
+
+// patchify16x2AVX2 is implemented in patchify_amd64.s.
+//
+//go:noescape
+func patchify16x2AVX2(out *float32, pix *byte, stride int, masks *[6][32]byte, sub, div, rcp *[3]float32, fma bool)
+
+// hasPatchifyAVX2 selects the AVX2 kernel (VPSHUFB deinterleave; FMA for
+// the division-free normalisation) where AVX-512 VBMI is missing.
+var hasPatchifyAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+
+// rgbPick2 are the VPSHUFB masks of patchify16x2AVX2: entry c picks
+// channel c of pixels 0–3 | 4–7 (lanes loaded from bytes 0 and 12 of the
+// patch row) into zero-extended dwords, entry 3+c that of pixels 8–11 |
+// 12–15 (lanes loaded from bytes 24 and 32).
+var rgbPick2 = func() (t [6][32]byte) {
+	for c := range 3 {
+		for k := range 4 {
+			for lane := range 2 {
+				for _, e := range []int{c, 3 + c} {
+					d := t[e][16*lane+4*k : 16*lane+4*k+4]
+					d[0], d[1], d[2], d[3] = byte(3*k+c), 0x80, 0x80, 0x80
+				}
+			}
+			t[3+c][16+4*k] = byte(4 + 3*k + c)
+		}
+	}
+	return t
+}()
+
+// normFMAExact reports whether patchify16x2AVX2's division-free
+// normalisation gives exactly l.V on this CPU: it runs the kernel on a
+// patch that holds every sample value 0..255 in every channel and
+// compares the bits, so the check is exhaustive.
+func normFMAExact(l *NormLUT) bool {
+	if !hasPatchifyAVX2 {
+		return false
+	}
+	var pix [16 * 48]uint8
+	for i := range 256 {
+		for c := range 3 {
+			pix[(i/16)*48+(i%16)*3+c] = uint8(i + 85*c)
+		}
+	}
+	var out [3 * 2 * 256]float32
+	patchify16x2AVX2(&out[0], &pix[0], 48, &rgbPick2, &l.Sub, &l.Div, &l.rcp, true)
+	for c := range 3 {
+		for i := range 256 {
+			want := math.Float32bits(l.V[c][uint8(i+85*c)])
+			if math.Float32bits(out[c*512+i]) != want || math.Float32bits(out[c*512+256+i]) != want {
+				return false
+			}
+		}
+	}
+	return true
+}
 
 // hasPatchifyAVX512 selects the AVX-512 VBMI kernel (VPERMB deinterleave).
 var hasPatchifyAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VBMI
@@ -38,13 +97,18 @@ func patchifyFast(out []float32, pix []uint8, stride int, lut *NormLUT) bool {
 	if forceScalar || len(out) < 3*2*256 || len(pix) < 15*stride+48 {
 		return false
 	}
-	if hasPatchifyAVX512 && !forceNoAVX512Patchify {
+	switch {
+	case hasPatchifyAVX512 && !forceNoAVX512Patchify:
 		patchify16x2AVX512(&out[0], &pix[0], stride, &rgbPick, &lut.Sub, &lut.Div)
-		return true
+	case hasPatchifyAVX2 && !forceNoAVX2Patchify:
+		patchify16x2AVX2(&out[0], &pix[0], stride, &rgbPick2, &lut.Sub, &lut.Div, &lut.rcp, lut.fma && !forceNoFMANorm)
+	default:
+		patchify16x2SSE(&out[0], &pix[0], stride, lut)
 	}
-	patchify16x2SSE(&out[0], &pix[0], stride, lut)
 	return true
 }
 
-// forceNoAVX512Patchify makes patchifyFast use the SSE kernel (tests).
-var forceNoAVX512Patchify = false
+// forceNoAVX512Patchify makes patchifyFast use the AVX2 kernel, and
+// forceNoAVX2Patchify with it the SSE kernel; forceNoFMANorm makes the
+// AVX2 kernel divide (tests and benchmarks).
+var forceNoAVX512Patchify, forceNoAVX2Patchify, forceNoFMANorm = false, false, false

@@ -104,3 +104,97 @@ row16:
 	JNZ row16
 	VZEROUPPER
 	RET
+
+// FCHAN(mask, sh, s, m, r, d) normalises eight pixels of one channel for
+// patchify16x2AVX2: VPSHUFB with the mask at mask(R8) picks the channel's
+// bytes of eight pixels of sh straight into zero-extended dwords, which are
+// converted and normalised, and the eight float32s are stored at d(R12)
+// and 1024+d(R12) (the two temporal copies). The quotient (x − s) / m is
+// q = (x − s)·r refined by one FMA step (e = (x − s) − q·m, q += e·r);
+// NewNormLUT selects this form only after it reproduced every entry of the
+// LUT bit for bit on this CPU (normFMAExact). DCHAN divides (VDIVPS), as
+// the AVX-512 kernel does.
+#define FCHAN(mask, sh, s, m, r, d) \
+	VPSHUFB mask(R8), sh, Y1 \
+	VCVTDQ2PS Y1, Y1 \
+	VSUBPS s, Y1, Y1 \
+	VMULPS r, Y1, Y2 \
+	VFNMADD231PS m, Y2, Y1 \
+	VFMADD231PS r, Y1, Y2 \
+	VMOVUPS Y2, d(R12) \
+	VMOVUPS Y2, 1024+d(R12)
+
+#define DCHAN(mask, sh, s, m, r, d) \
+	VPSHUFB mask(R8), sh, Y1 \
+	VCVTDQ2PS Y1, Y1 \
+	VSUBPS s, Y1, Y1 \
+	VDIVPS m, Y1, Y2 \
+	VMOVUPS Y2, d(R12) \
+	VMOVUPS Y2, 1024+d(R12)
+
+// LOADROW loads the 48 bytes of one patch row at SI as Y3 = bytes 0–15 |
+// 12–27 (pixels 0–3 | 4–7 at the same offsets in both lanes) and Y4 =
+// bytes 24–39 | 32–47 (pixels 8–11 | 12–15, the last four 4 bytes into
+// their lane): no byte past the row's 48 is read.
+#define LOADROW \
+	VMOVDQU (SI), X3 \
+	VINSERTI128 $1, 12(SI), Y3, Y3 \
+	VMOVDQU 24(SI), X4 \
+	VINSERTI128 $1, 32(SI), Y4, Y4
+
+// func patchify16x2AVX2(out *float32, pix *byte, stride int, masks *[6][32]byte, sub, div, rcp *[3]float32, fma bool)
+// One pixel_values row like patchify16x2, computing the normalisation
+// (bit-identical to the LUT: see FCHAN) with AVX2: per patch row two
+// 32-byte loads, six VPSHUFB deinterleaves into dwords (masks: channel c
+// pixels 0–7 at 32c, pixels 8–15 at 96+32c), 32-byte stores.
+TEXT ·patchify16x2AVX2(SB), NOSPLIT, $0-57
+	MOVQ out+0(FP), R12
+	MOVQ pix+8(FP), SI
+	MOVQ stride+16(FP), DX
+	MOVQ masks+24(FP), R8
+	MOVQ sub+32(FP), R9
+	MOVQ div+40(FP), R10
+	MOVQ rcp+48(FP), R11
+	VBROADCASTSS 0(R9), Y7
+	VBROADCASTSS 4(R9), Y8
+	VBROADCASTSS 8(R9), Y9
+	VBROADCASTSS 0(R10), Y10
+	VBROADCASTSS 4(R10), Y11
+	VBROADCASTSS 8(R10), Y12
+	VBROADCASTSS 0(R11), Y13
+	VBROADCASTSS 4(R11), Y14
+	VBROADCASTSS 8(R11), Y15
+	MOVQ $16, R14
+	MOVBLZX fma+56(FP), AX
+	TESTL AX, AX
+	JZ drow
+
+frow:
+	LOADROW
+	FCHAN(0, Y3, Y7, Y10, Y13, 0)
+	FCHAN(96, Y4, Y7, Y10, Y13, 32)
+	FCHAN(32, Y3, Y8, Y11, Y14, 2048)
+	FCHAN(128, Y4, Y8, Y11, Y14, 2080)
+	FCHAN(64, Y3, Y9, Y12, Y15, 4096)
+	FCHAN(160, Y4, Y9, Y12, Y15, 4128)
+	ADDQ DX, SI
+	ADDQ $64, R12
+	DECQ R14
+	JNZ frow
+	VZEROUPPER
+	RET
+
+drow:
+	LOADROW
+	DCHAN(0, Y3, Y7, Y10, Y13, 0)
+	DCHAN(96, Y4, Y7, Y10, Y13, 32)
+	DCHAN(32, Y3, Y8, Y11, Y14, 2048)
+	DCHAN(128, Y4, Y8, Y11, Y14, 2080)
+	DCHAN(64, Y3, Y9, Y12, Y15, 4096)
+	DCHAN(160, Y4, Y9, Y12, Y15, 4128)
+	ADDQ DX, SI
+	ADDQ $64, R12
+	DECQ R14
+	JNZ drow
+	VZEROUPPER
+	RET

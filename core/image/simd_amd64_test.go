@@ -17,3 +17,22 @@ func TestSIMDBaselineKernels(t *testing.T) {
 	t.Run("bicubic3", TestBicubicSIMD3PairsMatchesScalar)
 	t.Run("png", TestPNGFastMatchesStdlib)
 }
+
+// TestNormFMAExact: the AVX2 patchify kernel's division-free
+// normalisation is exact for the normalisations GR00T checkpoints ship
+// (0.5/0.5 and CLIP's), so serving never takes its division fallback there.
+func TestNormFMAExact(t *testing.T) {
+	if !hasPatchifyAVX2 {
+		t.Skip("no AVX2+FMA")
+	}
+	for _, ms := range [][2][3]float32{
+		{{0.5, 0.5, 0.5}, {0.5, 0.5, 0.5}},
+		{{0.48145466, 0.4578275, 0.40821073}, {0.26862954, 0.26130258, 0.27577711}},
+	} {
+		cfg := DefaultDROIDChain()
+		cfg.Mean, cfg.Std = ms[0], ms[1]
+		if !NewNormLUT(&cfg).fma {
+			t.Errorf("mean %v std %v: FMA normalisation not exact", ms[0], ms[1])
+		}
+	}
+}
