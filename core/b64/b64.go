@@ -1,9 +1,11 @@
 // Package b64 decodes standard base64 (RFC 4648 §4, with padding) exactly
 // as encoding/base64.StdEncoding.Decode does — same bytes written, same
-// count, same errors — at memory speed on CPUs with AVX-512 VBMI: camera
-// frames arrive base64-encoded in every /predict body, ~35 KB each.
+// count, same errors — at memory speed on CPUs with AVX-512 VBMI or AVX2:
+// camera frames arrive base64-encoded in every /predict body, ~35 KB each.
 //
 // Whole 64-character blocks are translated and packed by a SIMD kernel
+// (AVX-512 VBMI: a 128-entry VPERMI2B table; AVX2: nibble lookups with
+// VPSHUFB)
 // while they hold only alphabet characters; the rest of the input (the
 // final block with its padding, or everything from the first block with a
 // newline, a '=' or an invalid byte) is decoded by encoding/base64, so

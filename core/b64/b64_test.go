@@ -9,21 +9,56 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// check decodes src with Decode (SIMD and portable) and with
-// encoding/base64 and requires the same bytes, count and error.
+// levels are the kernel choices Decode can make, best first; on a CPU
+// without AVX-512 "best" is the AVX2 kernel, without AVX2 the portable code.
+var levels = []struct {
+	name               string
+	avx2Only, portable bool
+}{{"best", false, false}, {"avx2", true, false}, {"portable", false, true}}
+
+// check decodes src with Decode at every level and with encoding/base64
+// and requires the same bytes, count and error, and no byte of dst
+// written past the count (the kernels store whole blocks only).
 func check(t testing.TB, src []byte) {
 	want := make([]byte, DecodedLen(len(src)))
 	wn, werr := base64.StdEncoding.Decode(want, src)
-	for _, portable := range []bool{false, true} {
-		forcePortable = portable
-		got := make([]byte, len(want))
-		gn, gerr := Decode(got, src)
-		forcePortable = false
+	for _, l := range levels {
+		forceAVX2, forcePortable = l.avx2Only, l.portable
+		got := make([]byte, len(want)+8)
+		for i := range got {
+			got[i] = 0xa5
+		}
+		gn, gerr := Decode(got[:len(want)], src)
+		forceAVX2, forcePortable = false, false
 		if gn != wn || (gerr == nil) != (werr == nil) || (gerr != nil && gerr.Error() != werr.Error()) {
-			t.Fatalf("portable=%v len %d: got (%d, %v), want (%d, %v)", portable, len(src), gn, gerr, wn, werr)
+			t.Fatalf("%s len %d: got (%d, %v), want (%d, %v)", l.name, len(src), gn, gerr, wn, werr)
 		}
 		if string(got[:gn]) != string(want[:wn]) {
-			t.Fatalf("portable=%v len %d: bytes differ", portable, len(src))
+			t.Fatalf("%s len %d: bytes differ", l.name, len(src))
+		}
+		for i := len(want); i < len(got); i++ {
+			if got[i] != 0xa5 {
+				t.Fatalf("%s len %d: byte %d past dst written", l.name, len(src), i)
+			}
+		}
+	}
+}
+
+// TestEveryByteEveryLane puts each of the 256 byte values at each of the
+// 64 positions of the first block of valid base64 (and of the second, so
+// the kernels first decode a block and then stop): the SIMD kernels must
+// stop exactly where encoding/base64's alphabet check fails.
+func TestEveryByteEveryLane(t *testing.T) {
+	raw := make([]byte, 150)
+	for i := range raw {
+		raw[i] = byte(i*37 + 11)
+	}
+	enc := []byte(base64.StdEncoding.EncodeToString(raw)) // 200 characters, 3 whole blocks
+	for b := range 256 {
+		for pos := range 128 {
+			c := append([]byte(nil), enc...)
+			c[pos] = byte(b)
+			check(t, c)
 		}
 	}
 }
@@ -79,7 +114,7 @@ func FuzzDecode(f *testing.F) {
 }
 
 // BenchmarkDecode: one DROID frame's base64 (a 26 KB PNG), this package
-// next to encoding/base64.
+// (best kernel, then the AVX2 one) next to encoding/base64.
 func BenchmarkDecode(b *testing.B) {
 	raw := make([]byte, 26000)
 	for i := range raw {
@@ -87,11 +122,14 @@ func BenchmarkDecode(b *testing.B) {
 	}
 	src := []byte(base64.StdEncoding.EncodeToString(raw))
 	dst := make([]byte, DecodedLen(len(src)))
+	defer func() { forceAVX2 = false }()
 	for _, c := range []struct {
 		name string
+		avx2 bool
 		fn   func([]byte, []byte) (int, error)
-	}{{"b64", Decode}, {"stdlib", base64.StdEncoding.Decode}} {
+	}{{"b64", false, Decode}, {"b64-avx2", true, Decode}, {"stdlib", false, base64.StdEncoding.Decode}} {
 		b.Run(c.name, func(b *testing.B) {
+			forceAVX2 = c.avx2
 			b.ReportAllocs()
 			b.SetBytes(int64(len(src)))
 			for b.Loop() {
