@@ -56,12 +56,14 @@ func unfilterRGBInPlaceOld(pix, raw, zero []uint8, w, h int) bool {
 // into an RGB buffer. "copy-raw" is the cost of restoring the filtered
 // scanlines, which the in-place variants pay on top of their work here
 // (and which the decoder does not: it inflates afresh); subtract it.
+// "out-avx512-x16x8" is the best wide kernel (on an AVX2-only CPU the
+// AVX2 one), "out-avx2-x8" the eight-row AVX2 kernel forced.
 func BenchmarkUnfilterCaseA(b *testing.B) {
 	raw, w, h := caseARaw(b, 0)
 	work := make([]uint8, len(raw))
 	pix := make([]uint8, 3*w*h)
 	zero := make([]uint8, 3*w+pngRawSlack)
-	defer func() { forceScalar = false }()
+	defer func() { forceScalar, forcePaeth8AVX2 = false, false }()
 	for _, k := range []struct {
 		name string
 		run  func()
@@ -79,6 +81,14 @@ func BenchmarkUnfilterCaseA(b *testing.B) {
 				b.Skip("no AVX-512")
 			}
 			unfilterRGBOut(pix, raw, zero, w, h)
+		}},
+		{"out-avx2-x8", func() {
+			if !paeth8Enabled() {
+				b.Skip("no AVX2")
+			}
+			forcePaeth8AVX2 = true
+			unfilterRGBOut(pix, raw, zero, w, h)
+			forcePaeth8AVX2 = false
 		}},
 	} {
 		b.Run(k.name, func(b *testing.B) {

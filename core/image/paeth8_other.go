@@ -16,3 +16,6 @@ func paeth8Enabled() bool { return false }
 func paeth16Out(dst []uint8, dstride int, src []uint8, sstride int, prev []uint8, n int) bool {
 	return false
 }
+
+// forcePaeth8AVX2 has no effect on this architecture (tests set it).
+var forcePaeth8AVX2 = false

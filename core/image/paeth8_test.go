@@ -48,14 +48,23 @@ func fillRows(buf []uint8, next func() uint8, smooth bool, rep int) {
 	}
 }
 
-// TestPaethWideMatchesScalar compares the eight- and sixteen-row AVX-512
-// kernels with scalar Paeth rows on random and smooth rows of many widths,
-// with dst and src strides larger than the rows and canaries around every
-// dst row: nothing outside [0, 3n) of a row may be written.
+// TestPaethWideMatchesScalar compares the eight- and sixteen-row wide
+// Paeth paths (AVX-512 kernels, and the AVX2 kernel forced) with scalar
+// Paeth rows on random and smooth rows of many widths, with dst and src
+// strides larger than the rows and canaries around every dst row: nothing
+// outside [0, 3n) of a row may be written.
 func TestPaethWideMatchesScalar(t *testing.T) {
 	if !paeth8Enabled() {
-		t.Skip("no AVX-512 wide Paeth on this CPU/build")
+		t.Skip("no wide Paeth on this CPU/build")
 	}
+	defer func() { forcePaeth8AVX2 = false }()
+	for _, avx2 := range []bool{false, true} {
+		forcePaeth8AVX2 = avx2
+		t.Run(map[bool]string{false: "best", true: "avx2"}[avx2], testPaethWide)
+	}
+}
+
+func testPaethWide(t *testing.T) {
 	rng := uint32(8888)
 	next := func() uint8 { rng = rng*1664525 + 1013904223; return uint8(rng >> 24) }
 	for _, kern := range []struct {
@@ -121,7 +130,7 @@ func TestPaethWideMatchesScalar(t *testing.T) {
 // row-by-row reference: wide kernels, the in-place AVX2/SSE2 route, and
 // scalar.
 func TestUnfilterRGBOutMatchesScalar(t *testing.T) {
-	defer func() { forceNoPaeth8, forceScalar = false, false }()
+	defer func() { forceNoPaeth8, forceScalar, forcePaeth8AVX2 = false, false, false }()
 	rng := uint32(31337)
 	next := func() uint8 { rng = rng*1664525 + 1013904223; return uint8(rng >> 24) }
 	for _, n := range []int{1, 2, 3, 8, 9, 10, 17, 33, 320, 455} {
@@ -146,8 +155,8 @@ func TestUnfilterRGBOutMatchesScalar(t *testing.T) {
 				zero := make([]uint8, 3*n+pngRawSlack)
 				want := make([]uint8, h*3*n)
 				unfilterRowsScalar(t, want, raw, zero, n, h)
-				for _, mode := range []string{"wide", "no-wide", "scalar"} {
-					forceNoPaeth8, forceScalar = mode == "no-wide", mode == "scalar"
+				for _, mode := range []string{"wide", "wide-avx2", "no-wide", "scalar"} {
+					forceNoPaeth8, forceScalar, forcePaeth8AVX2 = mode == "no-wide", mode == "scalar", mode == "wide-avx2"
 					got := make([]uint8, h*3*n)
 					for i := range got {
 						got[i] = 0x5A
@@ -155,7 +164,7 @@ func TestUnfilterRGBOutMatchesScalar(t *testing.T) {
 					require.True(t, unfilterRGBOut(got, raw, zero, n, h))
 					require.Equal(t, want, got, "%s n=%d h=%d rep=%d", mode, n, h, rep)
 				}
-				forceNoPaeth8, forceScalar = false, false
+				forceNoPaeth8, forceScalar, forcePaeth8AVX2 = false, false, false
 			}
 		}
 	}
@@ -166,17 +175,18 @@ func TestUnfilterRGBOutMatchesScalar(t *testing.T) {
 // TestPNGFastPaeth8Off decodes the case-A PNGs and the differential corpus
 // with the eight-row kernel switched off and on and compares with image/png.
 func TestPNGFastPaeth8OnOff(t *testing.T) {
-	defer func() { forceNoPaeth8 = false }()
+	defer func() { forceNoPaeth8, forcePaeth8AVX2 = false, false }()
 	frames := caseAPNGsT(t)
-	for _, off := range []bool{false, true} {
-		forceNoPaeth8 = off
+	for _, mode := range []int{0, 1, 2} {
+		off := mode == 1
+		forceNoPaeth8, forcePaeth8AVX2 = off, mode == 2
 		for i, b := range frames {
 			var fd pngFast
 			var got RGB
 			require.True(t, fd.decode(&got, b), "frame %d", i)
 			want, err := stdlibRGB(b)
 			require.NoError(t, err)
-			require.Equal(t, want.Pix, got.Pix, "frame %d off=%v", i, off)
+			require.Equal(t, want.Pix, got.Pix, "frame %d mode=%d", i, mode)
 		}
 	}
 }
@@ -225,7 +235,7 @@ func TestUpOutMatchesScalar(t *testing.T) {
 // image/png (which picks filters per row, Paeth for most camera-like
 // rows) and decodes them with the fast path, wide kernels on and off.
 func TestPNGFastWideMatchesStdlib(t *testing.T) {
-	defer func() { forceNoPaeth8 = false }()
+	defer func() { forceNoPaeth8, forcePaeth8AVX2 = false, false }()
 	for _, kind := range []string{"noise", "soft"} {
 		for _, sz := range [][2]int{{9, 8}, {10, 9}, {17, 16}, {18, 17}, {33, 40}, {320, 180}, {455, 33}} {
 			w, h := sz[0], sz[1]
@@ -238,12 +248,12 @@ func TestPNGFastWideMatchesStdlib(t *testing.T) {
 			data := pngBytes(t, img)
 			want, err := stdlibRGB(data)
 			require.NoError(t, err)
-			for _, off := range []bool{false, true} {
-				forceNoPaeth8 = off
+			for _, mode := range []int{0, 1, 2} {
+				forceNoPaeth8, forcePaeth8AVX2 = mode == 1, mode == 2
 				var fd pngFast
 				var got RGB
 				require.True(t, fd.decode(&got, data), "%s %dx%d", kind, w, h)
-				require.Equal(t, *want, got, "%s %dx%d off=%v", kind, w, h, off)
+				require.Equal(t, *want, got, "%s %dx%d mode=%d (0 wide, 1 off, 2 wide AVX2)", kind, w, h, mode)
 			}
 		}
 	}
