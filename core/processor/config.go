@@ -35,8 +35,20 @@ type Config struct {
 	// ([-15, 0]); each camera must send len(VideoDeltaIndices) frames.
 	VideoDeltaIndices []int
 	// StateKeys, ActionKeys, LanguageKeys are the other modality_keys, in
-	// order (state: eef_9d, gripper_position, joint_position).
+	// order (state: eef_9d, gripper_position, joint_position). For a tag
+	// other than DROID, a modality the file does not describe is empty.
 	StateKeys, ActionKeys, LanguageKeys []string
+	// StateDeltaIndices are the state frame offsets ([0]).
+	StateDeltaIndices []int
+	// ActionConfigs gives each action key's representation, in ActionKeys
+	// order. The file's null (upstream's default) reads as every key
+	// ABSOLUTE / NON_EEF / DEFAULT with no state key.
+	ActionConfigs []ActionConfig
+	// SinCosStateKeys and MeanStdStateKeys are the state keys upstream
+	// encodes with sin/cos or normalises with mean/std instead of
+	// min/max (state modality's sin_cos_embedding_keys,
+	// mean_std_embedding_keys; usually none).
+	SinCosStateKeys, MeanStdStateKeys []string
 	// ActionHorizon is len(action delta_indices) (40).
 	ActionHorizon int
 	// FormalizeLanguage applies text.FormalizeLanguage (formalize_language).
@@ -65,6 +77,17 @@ type Config struct {
 	ModelName                                   string
 }
 
+// ActionConfig is one action key's representation, with upstream's enum
+// names: Rep RELATIVE, DELTA or ABSOLUTE; Type EEF or NON_EEF; Format
+// DEFAULT, XYZ_ROT6D or XYZ_ROTVEC; StateKey the state group a relative
+// action is composed with ("" for none).
+type ActionConfig struct {
+	Rep, Type, Format, StateKey string
+}
+
+// absoluteAction is what a null action_configs means for every key.
+var absoluteAction = ActionConfig{Rep: "ABSOLUTE", Type: "NON_EEF", Format: "DEFAULT"}
+
 // DefaultDROIDConfig returns the released N1.7 DROID configuration (the
 // values of the n17-tiny processor_config.json, which copies the release).
 func DefaultDROIDConfig() Config {
@@ -74,6 +97,12 @@ func DefaultDROIDConfig() Config {
 		VideoDeltaIndices: []int{-15, 0},
 		StateKeys:         []string{"eef_9d", "gripper_position", "joint_position"},
 		ActionKeys:        []string{"eef_9d", "gripper_position", "joint_position"},
+		StateDeltaIndices: []int{0},
+		ActionConfigs: []ActionConfig{
+			{Rep: "RELATIVE", Type: "EEF", Format: "XYZ_ROT6D", StateKey: "eef_9d"},
+			{Rep: "ABSOLUTE", Type: "NON_EEF", Format: "DEFAULT", StateKey: "gripper_position"},
+			{Rep: "RELATIVE", Type: "NON_EEF", Format: "DEFAULT", StateKey: "joint_position"},
+		},
 		LanguageKeys:      []string{"annotation.language.language_instruction"},
 		ActionHorizon:     40,
 		FormalizeLanguage: true,
@@ -127,8 +156,16 @@ type fileJSON struct {
 }
 
 type modalityJSON struct {
-	DeltaIndices []int    `json:"delta_indices"`
-	ModalityKeys []string `json:"modality_keys"`
+	DeltaIndices  []int    `json:"delta_indices"`
+	ModalityKeys  []string `json:"modality_keys"`
+	SinCosKeys    []string `json:"sin_cos_embedding_keys"`
+	MeanStdKeys   []string `json:"mean_std_embedding_keys"`
+	ActionConfigs []struct {
+		Rep      string  `json:"rep"`
+		Type     string  `json:"type"`
+		Format   string  `json:"format"`
+		StateKey *string `json:"state_key"`
+	} `json:"action_configs"`
 }
 
 type kwargJSON struct {
@@ -212,6 +249,11 @@ func ParseConfig(data []byte, embodiment string) (Config, error) {
 			return Config{}, fmt.Errorf("%w: embodiment[%s]: not in modality_configs %v", ErrConfig, tag, tags)
 		}
 		c.Embodiment = tag
+		if tag != DROIDTag {
+			// Another robot: nothing of DROID's layout carries over.
+			c.Cameras, c.VideoDeltaIndices, c.StateKeys, c.ActionKeys, c.LanguageKeys = nil, nil, nil, nil, nil
+			c.StateDeltaIndices, c.ActionConfigs, c.ActionHorizon = nil, nil, 0
+		}
 		if m := mc["video"]; m != nil {
 			if m.ModalityKeys != nil {
 				c.Cameras = m.ModalityKeys
@@ -220,8 +262,14 @@ func ParseConfig(data []byte, embodiment string) (Config, error) {
 				c.VideoDeltaIndices = m.DeltaIndices
 			}
 		}
-		if m := mc["state"]; m != nil && m.ModalityKeys != nil {
-			c.StateKeys = m.ModalityKeys
+		if m := mc["state"]; m != nil {
+			if m.ModalityKeys != nil {
+				c.StateKeys = m.ModalityKeys
+			}
+			if m.DeltaIndices != nil {
+				c.StateDeltaIndices = m.DeltaIndices
+			}
+			c.SinCosStateKeys, c.MeanStdStateKeys = m.SinCosKeys, m.MeanStdKeys
 		}
 		if m := mc["action"]; m != nil {
 			if m.ModalityKeys != nil {
@@ -229,6 +277,27 @@ func ParseConfig(data []byte, embodiment string) (Config, error) {
 			}
 			if m.DeltaIndices != nil {
 				c.ActionHorizon = len(m.DeltaIndices)
+			}
+			if m.ActionConfigs == nil {
+				c.ActionConfigs = make([]ActionConfig, len(c.ActionKeys))
+				for i := range c.ActionConfigs {
+					c.ActionConfigs[i] = absoluteAction
+				}
+			} else {
+				if len(m.ActionConfigs) != len(c.ActionKeys) {
+					return Config{}, fmt.Errorf("%w: embodiment[%s]: %d action_configs for %d action keys", ErrConfig, tag, len(m.ActionConfigs), len(c.ActionKeys))
+				}
+				c.ActionConfigs = make([]ActionConfig, len(m.ActionConfigs))
+				for i, a := range m.ActionConfigs {
+					ac := ActionConfig{Rep: a.Rep, Type: a.Type, Format: a.Format}
+					if a.StateKey != nil {
+						ac.StateKey = *a.StateKey
+					}
+					if err := ac.validate(); err != nil {
+						return Config{}, fmt.Errorf("%w: embodiment[%s]: action_configs[%d] (%s): %w", ErrConfig, tag, i, c.ActionKeys[i], err)
+					}
+					c.ActionConfigs[i] = ac
+				}
 			}
 		}
 		if m := mc["language"]; m != nil && m.ModalityKeys != nil {
@@ -317,3 +386,15 @@ func ParseConfig(data []byte, embodiment string) (Config, error) {
 // droidRefW x droidRefH is the frame size the DROID client sends (ZED
 // images resized with padding to 320x180).
 const droidRefW, droidRefH = 320, 180
+
+func (a ActionConfig) validate() error {
+	switch {
+	case a.Rep != "RELATIVE" && a.Rep != "DELTA" && a.Rep != "ABSOLUTE":
+		return fmt.Errorf("rep %q: want RELATIVE, DELTA or ABSOLUTE", a.Rep)
+	case a.Type != "EEF" && a.Type != "NON_EEF":
+		return fmt.Errorf("type %q: want EEF or NON_EEF", a.Type)
+	case a.Format != "DEFAULT" && a.Format != "XYZ_ROT6D" && a.Format != "XYZ_ROTVEC":
+		return fmt.Errorf("format %q: want DEFAULT, XYZ_ROT6D or XYZ_ROTVEC", a.Format)
+	}
+	return nil
+}
