@@ -8,17 +8,13 @@ import (
 
 // Sentinel errors callers branch on. The gateway maps them to HTTP status
 // codes once, at the edge: ErrPoolExhausted → 503 (Retry-After),
-// ErrUnknownEmbodiment → 400, ErrTimeout → 504, ErrTrap/ErrBadPointer/
-// ErrClosed → 500 (ErrClosed: retry the Lookup).
+// ErrTimeout → 504, ErrTrap/ErrBadPointer/ErrClosed → 500.
 var (
 	// ErrPoolExhausted: no instance became free before the caller's
 	// context (or the acquire timeout) expired.
 	ErrPoolExhausted = errors.New("plugins: instance pool exhausted")
-	// ErrClosed: the plugin was closed (e.g. replaced by Registry.Reload)
-	// before the call started.
+	// ErrClosed: the plugin was closed before the call started.
 	ErrClosed = errors.New("plugins: plugin closed")
-	// ErrUnknownEmbodiment: no loaded plugin serves the embodiment tag.
-	ErrUnknownEmbodiment = errors.New("plugins: unknown embodiment")
 	// ErrTimeout: a guest call ran past its deadline and was stopped.
 	ErrTimeout = errors.New("plugins: guest call timed out")
 	// ErrTrap: a guest call trapped (panic, unreachable, out of memory,
@@ -77,28 +73,3 @@ func (e *CallError) Error() string {
 
 // Unwrap returns the kind sentinel and the cause.
 func (e *CallError) Unwrap() []error { return []error{e.Kind, e.Err} }
-
-// HTTPStatus maps an error from this package to the HTTP status the
-// gateway should answer with: 400 for a *GuestError (500 when Internal) or
-// ErrUnknownEmbodiment, 503 for ErrPoolExhausted and ErrClosed (retry;
-// send Retry-After), 504 for ErrTimeout, 500 for other failures, 200 for
-// nil.
-func HTTPStatus(err error) int {
-	var ge *GuestError
-	switch {
-	case err == nil:
-		return 200
-	case errors.As(err, &ge):
-		if ge.Internal {
-			return 500
-		}
-		return 400
-	case errors.Is(err, ErrUnknownEmbodiment):
-		return 400
-	case errors.Is(err, ErrPoolExhausted), errors.Is(err, ErrClosed):
-		return 503
-	case errors.Is(err, ErrTimeout):
-		return 504
-	}
-	return 500
-}

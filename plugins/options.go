@@ -22,7 +22,7 @@ const (
 	DefaultMaxInputSize = 1 << 20 // envelope limit, both directions
 )
 
-// Option configures Open, New and LoadDir. Options are applied over the
+// Option configures Open, New and NewRegistry. Options are applied over the
 // defaults in order.
 type Option func(*options)
 

@@ -2,43 +2,63 @@ package plugins
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/tetratelabs/wazero"
 )
 
-// Registry maps embodiment tags to loaded plugins. Lookups are lock-free;
-// Reload replaces the whole set atomically. Safe for concurrent use.
+// Registry is the plugin host's view of one plugin directory: one
+// sub-directory per plugin (plugin.yaml and its .wasm). Scan lists what the
+// directory holds now, with a revision per plugin that changes whenever its
+// .wasm or manifest does; Open loads one plugin with the registry's
+// options and a compilation cache shared by every load (a reloaded plugin
+// whose .wasm did not change compiles from the cache). The registry does
+// not keep the plugins it opens: the caller owns and closes them, so it
+// decides which version serves and when an old one retires. Safe for
+// concurrent use.
 type Registry struct {
 	dir   string
 	opts  []Option
-	cache wazero.CompilationCache // shared by every load; closed by Close
-	cur   atomic.Pointer[pluginSet]
-	mu    sync.Mutex // serialises Reload and Close
+	cache wazero.CompilationCache // owned; closed by Close
+	mu    sync.Mutex
 }
 
-type pluginSet struct {
-	byTag   map[string]*Plugin
-	plugins []*Plugin // sorted by name
+// Entry is one plugin directory found by Scan.
+type Entry struct {
+	// Dir is the plugin's directory.
+	Dir string
+	// Tag is the embodiment its manifest lists ("" when unreadable).
+	Tag string
+	// Name and Version are the manifest's.
+	Name, Version string
+	// Revision is the hex sha256 of the manifest and the .wasm together.
+	Revision string
+	// Err is why the entry cannot be opened (unreadable or invalid
+	// manifest, missing .wasm, another plugin claiming the same tag).
+	Err error
 }
 
-// LoadDir loads every plugin in dir (one sub-directory per plugin, each
-// with plugin.yaml and its .wasm) and returns a Registry serving them. It
-// fails if any plugin fails to load or two plugins claim one embodiment;
-// nothing is left open on failure. opts apply to every plugin; a
-// compilation cache (WithCacheDir, default on disk) is shared by all.
-func LoadDir(ctx context.Context, dir string, opts ...Option) (*Registry, error) {
+// NewRegistry prepares a registry over dir. opts apply to every plugin
+// Open loads; unless they name a compilation cache, the registry makes one
+// (on disk under WithCacheDir's directory, default the user cache, else in
+// memory) and shares it between loads.
+func NewRegistry(dir string, opts ...Option) (*Registry, error) {
+	if dir == "" {
+		return nil, errors.New("plugins: registry: no plugin directory")
+	}
 	o := defaultOptions()
 	for _, opt := range opts {
 		opt(&o)
 	}
-	r := &Registry{dir: dir, opts: opts}
+	r := &Registry{dir: dir, opts: append([]Option(nil), opts...)}
 	if o.cache == nil {
 		var err error
 		if o.cacheDir != "" {
@@ -49,155 +69,113 @@ func LoadDir(ctx context.Context, dir string, opts ...Option) (*Registry, error)
 		if r.cache == nil {
 			r.cache = wazero.NewCompilationCache()
 		}
-		r.opts = append(append([]Option(nil), opts...), WithCompilationCache(r.cache))
+		r.opts = append(r.opts, WithCompilationCache(r.cache))
 	}
-	set, err := r.load(ctx)
-	if err != nil {
-		if r.cache != nil {
-			_ = r.cache.Close(ctx)
-		}
-		return nil, err
-	}
-	r.cur.Store(set)
 	return r, nil
 }
 
-func (r *Registry) load(ctx context.Context) (*pluginSet, error) {
+// Dir returns the plugin directory.
+func (r *Registry) Dir() string { return r.dir }
+
+// Scan lists the plugin directories under Dir, sorted by tag. A
+// sub-directory without plugin.yaml is not a plugin and is skipped; one
+// whose manifest cannot be read or validated is listed with Err. When two
+// plugins claim one tag, both are listed with Err naming the other.
+func (r *Registry) Scan() ([]Entry, error) {
 	ents, err := os.ReadDir(r.dir)
 	if err != nil {
 		return nil, fmt.Errorf("plugins: %w", err)
 	}
-	set := &pluginSet{byTag: map[string]*Plugin{}}
-	fail := func(err error) (*pluginSet, error) {
-		for _, p := range set.plugins {
-			_ = p.Close(ctx)
-		}
-		return nil, err
-	}
-	for _, e := range ents {
-		if !e.IsDir() {
+	var out []Entry
+	byTag := map[string][]int{}
+	for _, de := range ents {
+		if !de.IsDir() {
 			continue
 		}
-		sub := filepath.Join(r.dir, e.Name())
-		if _, err := os.Stat(filepath.Join(sub, ManifestFile)); errors.Is(err, os.ErrNotExist) {
+		sub := filepath.Join(r.dir, de.Name())
+		mb, err := os.ReadFile(filepath.Join(sub, ManifestFile))
+		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
-		p, err := Open(ctx, sub, r.opts...)
+		e := Entry{Dir: sub}
 		if err != nil {
-			return fail(err)
+			e.Err = fmt.Errorf("plugins: %s: %w", sub, err)
+			out = append(out, e)
+			continue
 		}
-		set.plugins = append(set.plugins, p)
-		tag := p.Embodiment()
-		if prev, dup := set.byTag[tag]; dup {
-			return fail(fmt.Errorf("wasm: plugin[%s] and plugin[%s] both serve embodiment %s", prev.Name(), p.Name(), tag))
+		m, err := ParseManifest(mb)
+		if err == nil {
+			err = m.Validate()
 		}
-		set.byTag[tag] = p
+		if err != nil {
+			e.Err = fmt.Errorf("plugins: %s: %w", sub, err)
+			out = append(out, e)
+			continue
+		}
+		e.Tag, e.Name, e.Version = m.Embodiments[0], m.Name, m.Version
+		wasm, err := os.ReadFile(filepath.Join(sub, m.WasmFile()))
+		if err != nil {
+			e.Err = fmt.Errorf("wasm: plugin[%s]: %w", m.Name, err)
+		}
+		h := sha256.New()
+		h.Write(mb)
+		h.Write([]byte{0})
+		h.Write(wasm)
+		e.Revision = hex.EncodeToString(h.Sum(nil))
+		byTag[e.Tag] = append(byTag[e.Tag], len(out))
+		out = append(out, e)
 	}
-	sort.Slice(set.plugins, func(i, j int) bool { return set.plugins[i].Name() < set.plugins[j].Name() })
-	return set, nil
+	for tag, idx := range byTag {
+		if len(idx) < 2 {
+			continue
+		}
+		dirs := make([]string, len(idx))
+		for i, k := range idx {
+			dirs[i] = out[k].Dir
+		}
+		for _, k := range idx {
+			out[k].Err = fmt.Errorf("plugins: %s all serve embodiment %s", strings.Join(dirs, ", "), tag)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Tag < out[j].Tag })
+	return out, nil
 }
 
-// Lookup returns the plugin serving embodiment tag, or an error wrapping
-// ErrUnknownEmbodiment that lists the served tags. Look the plugin up per
-// request: after a Reload the old plugin rejects new calls (ErrClosed).
-func (r *Registry) Lookup(tag string) (*Plugin, error) {
-	set := r.cur.Load()
-	if set == nil {
+// Open loads the plugin in e.Dir with the registry's options (see the
+// package-level Open) and checks that it describes the tag its manifest
+// lists. The caller closes the plugin.
+func (r *Registry) Open(ctx context.Context, e Entry) (*Plugin, error) {
+	if e.Err != nil {
+		return nil, e.Err
+	}
+	r.mu.Lock()
+	closed := r.opts == nil
+	r.mu.Unlock()
+	if closed {
 		return nil, fmt.Errorf("%w: registry closed", ErrClosed)
 	}
-	if p, ok := set.byTag[tag]; ok {
-		return p, nil
-	}
-	tags := make([]string, 0, len(set.byTag))
-	for t := range set.byTag {
-		tags = append(tags, t)
-	}
-	sort.Strings(tags)
-	return nil, fmt.Errorf("%w: %q (served: %v)", ErrUnknownEmbodiment, tag, tags)
-}
-
-// Plugins returns the loaded plugins sorted by name.
-func (r *Registry) Plugins() []*Plugin {
-	set := r.cur.Load()
-	if set == nil {
-		return nil
-	}
-	return append([]*Plugin(nil), set.plugins...)
-}
-
-// Pre looks up the plugin for tag and runs Pre, retrying once on a plugin
-// that a concurrent Reload closed.
-func (r *Registry) Pre(ctx context.Context, tag string, in *PreInput) (*PreOutput, error) {
-	for try := 0; ; try++ {
-		p, err := r.Lookup(tag)
-		if err != nil {
-			return nil, err
-		}
-		out, err := p.Pre(ctx, in)
-		if try == 0 && errors.Is(err, ErrClosed) {
-			continue
-		}
-		return out, err
-	}
-}
-
-// Post is Pre's counterpart for Plugin.Post.
-func (r *Registry) Post(ctx context.Context, tag string, in *PostInput) (*PostOutput, error) {
-	for try := 0; ; try++ {
-		p, err := r.Lookup(tag)
-		if err != nil {
-			return nil, err
-		}
-		out, err := p.Post(ctx, in)
-		if try == 0 && errors.Is(err, ErrClosed) {
-			continue
-		}
-		return out, err
-	}
-}
-
-// Reload re-reads the directory: it loads, validates and fills the pools
-// of the new set first (on any error the current set stays in service and
-// the error is returned), swaps it in atomically, then closes the old
-// plugins — each waits for its in-flight calls to finish on the old
-// instances (bounded by ctx). Reload returns after the old set is closed.
-func (r *Registry) Reload(ctx context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cur.Load() == nil {
-		return fmt.Errorf("%w: registry closed", ErrClosed)
-	}
-	set, err := r.load(ctx)
+	p, err := Open(ctx, e.Dir, r.opts...)
 	if err != nil {
-		return fmt.Errorf("plugins: reload kept the current plugins: %w", err)
+		return nil, err
 	}
-	old := r.cur.Swap(set)
-	return closeSet(ctx, old)
+	if e.Tag != "" && p.Embodiment() != e.Tag {
+		_ = p.Close(ctx)
+		return nil, fmt.Errorf("wasm: plugin[%s] describes embodiment %s, its manifest lists %s", p.Name(), p.Embodiment(), e.Tag)
+	}
+	return p, nil
 }
 
-func closeSet(ctx context.Context, set *pluginSet) error {
-	if set == nil {
-		return nil
-	}
-	var wg sync.WaitGroup
-	errs := make([]error, len(set.plugins))
-	for i, p := range set.plugins {
-		wg.Add(1)
-		go func() { defer wg.Done(); errs[i] = p.Close(ctx) }()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
-
-// Close closes every plugin (waiting for in-flight calls, bounded by ctx)
-// and the shared compilation cache.
+// Close releases the shared compilation cache. Call it after every plugin
+// the registry opened is closed (the cache holds their compiled code).
+// Open fails afterwards.
 func (r *Registry) Close(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	err := closeSet(ctx, r.cur.Swap(nil))
+	r.opts = nil
 	if r.cache != nil {
-		_ = r.cache.Close(ctx)
+		err := r.cache.Close(ctx)
 		r.cache = nil
+		return err
 	}
-	return err
+	return nil
 }

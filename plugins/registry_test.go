@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -15,65 +14,83 @@ import (
 	"github.com/gr00tgw/gr00tgw/plugins/plugintest"
 )
 
-func TestRegistryReload(t *testing.T) {
+// Scan lists every plugin directory with a revision that follows its
+// content, flags duplicate tags and bad manifests; Open loads with the
+// shared cache and checks the described tag.
+func TestRegistryScanOpen(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	slow := slowMisbehave
-	m := *slow.Manifest
-	m.Limits.PoolSize = 2
-	slow.Manifest = &m
-	_, err := plugintest.Pack(ctx, slow, dir)
+	_, err := plugintest.Pack(ctx, slowMisbehave, dir)
 	require.NoError(t, err)
 	_, err = plugintest.Pack(ctx, raw, dir)
 	require.NoError(t, err)
-	rec := newRecorder()
-	reg, err := plugins.LoadDir(ctx, dir, append(plugintest.DefaultOptions(t), plugins.WithObserver(rec))...)
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "not-a-plugin"), 0o755))
+	reg, err := plugins.NewRegistry(dir, plugintest.DefaultOptions(t)...)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = reg.Close(ctx) })
 
-	require.Len(t, reg.Plugins(), 2)
-	old, err := reg.Lookup("test_misbehave")
+	ents, err := reg.Scan()
 	require.NoError(t, err)
-	_, err = reg.Lookup("oxe_droid_relative_eef_relative_joint")
-	require.ErrorIs(t, err, plugins.ErrUnknownEmbodiment)
-	assert.Contains(t, err.Error(), "served: [test_misbehave test_raw]")
-
-	// An in-flight call on the old plugin (a long busy loop, well inside
-	// its 4 s deadline) must finish on the old instance.
-	type res struct {
-		out *plugins.PreOutput
-		err error
+	require.Len(t, ents, 2)
+	assert.Equal(t, "test_misbehave", ents[0].Tag)
+	assert.Equal(t, "test_raw", ents[1].Tag)
+	for _, e := range ents {
+		require.NoError(t, e.Err)
+		assert.Len(t, e.Revision, 64)
 	}
-	inflight := make(chan res, 1)
-	go func() {
-		out, err := old.Pre(ctx, preIn("spin:5000000", 4, 2))
-		inflight <- res{out, err}
-	}()
-	require.Eventually(t, func() bool { rec.mu.Lock(); defer rec.mu.Unlock(); return rec.inUse >= 1 }, 5*time.Second, time.Millisecond)
-	require.NoError(t, reg.Reload(ctx))
-	r := <-inflight
-	require.NoError(t, r.err, "in-flight call finished on the old instance")
-	assert.Equal(t, float32(2), r.out.State[0])
-
-	cur, err := reg.Lookup("test_misbehave")
+	p, err := reg.Open(ctx, ents[1])
 	require.NoError(t, err)
-	assert.NotSame(t, old, cur)
-	_, err = old.Pre(ctx, preIn("ok", 1, 1))
-	require.ErrorIs(t, err, plugins.ErrClosed, "the old plugin is closed after Reload")
-	out, err := reg.Pre(ctx, "test_misbehave", preIn("ok", 6, 2))
+	out, err := p.Pre(ctx, preIn("ok", 6, 2))
 	require.NoError(t, err)
 	assert.Equal(t, float32(3), out.State[0])
 
-	// A broken new set keeps the current one in service.
+	// The revision follows the manifest (and the .wasm): a rescan of an
+	// unchanged directory gives the same revisions, an edit another one.
+	again, err := reg.Scan()
+	require.NoError(t, err)
+	assert.Equal(t, ents[1].Revision, again[1].Revision)
 	mf := filepath.Join(dir, "raw", plugins.ManifestFile)
 	b, err := os.ReadFile(mf)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(mf, []byte(strings.Replace(string(b), "abi: 1", "abi: 2", 1)), 0o644))
-	err = reg.Reload(ctx)
-	require.ErrorContains(t, err, "plugins: reload kept the current plugins: wasm: plugin[raw] ABI version mismatch")
-	same, err := reg.Lookup("test_misbehave")
+	edited, err := reg.Scan()
 	require.NoError(t, err)
-	assert.Same(t, cur, same)
-	_, err = same.Pre(ctx, preIn("ok", 1, 1))
+	assert.NotEqual(t, ents[1].Revision, edited[1].Revision)
+	_, err = reg.Open(ctx, edited[1])
+	require.ErrorContains(t, err, "wasm: plugin[raw] ABI version mismatch")
+	// The plugin opened before keeps working: the caller owns it.
+	_, err = p.Pre(ctx, preIn("ok", 1, 1))
 	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(mf, b, 0o644))
+
+	// A second plugin claiming test_raw: both entries carry the error.
+	require.NoError(t, os.CopyFS(filepath.Join(dir, "raw2"), os.DirFS(filepath.Join(dir, "raw"))))
+	dup, err := reg.Scan()
+	require.NoError(t, err)
+	var n int
+	for _, e := range dup {
+		if e.Tag == "test_raw" {
+			n++
+			require.ErrorContains(t, e.Err, "all serve embodiment test_raw")
+			_, err := reg.Open(ctx, e)
+			require.Error(t, err)
+		}
+	}
+	assert.Equal(t, 2, n)
+	require.NoError(t, os.RemoveAll(filepath.Join(dir, "raw2")))
+
+	// An unparsable manifest is listed, not fatal to the scan.
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "broken"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "broken", plugins.ManifestFile), []byte("name: [\n"), 0o644))
+	withBroken, err := reg.Scan()
+	require.NoError(t, err)
+	require.Len(t, withBroken, 3)
+	assert.Equal(t, "", withBroken[0].Tag)
+	assert.Error(t, withBroken[0].Err)
+
+	require.NoError(t, p.Close(ctx))
+	require.NoError(t, reg.Close(ctx))
+	_, err = reg.Open(ctx, ents[1])
+	require.ErrorIs(t, err, plugins.ErrClosed)
+	_, err = plugins.NewRegistry("")
+	require.Error(t, err)
 }

@@ -6,8 +6,8 @@
 // For each package directory it runs
 // `GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath`, reads the
 // manifest template <dir>/plugin.yaml, fills in sha256 and writes
-// <out>/<name>/{<name>.wasm, plugin.yaml}. plugins.LoadDir(ctx, out) then
-// loads them all. With no package arguments it packs every directory under
+// <out>/<name>/{<name>.wasm, plugin.yaml}, a plugins_dir that
+// `gr00tgw serve --plugins-dir <out>` serves. With no package arguments it packs every directory under
 // ./embodiments that has a plugin.yaml.
 package main
 
