@@ -22,7 +22,7 @@ import (
 
 // Config is the effective configuration of one gr00tgw process. The zero value
 // is not useful; start from Default or Load. A Config is a plain value: copy
-// it freely; nothing in it is shared.
+// it freely (its one slice, Embodiments, is never modified in place).
 type Config struct {
 	// Addr is the listen address of the HTTP server (host:port).
 	Addr string `koanf:"addr" flag:"addr" usage:"HTTP listen address (host:port)"`
@@ -41,12 +41,19 @@ type Config struct {
 	// keeps the plugin host's default ($XDG_CACHE_HOME/gr00tgw/wazero), "-"
 	// compiles in memory only.
 	PluginCacheDir string `koanf:"plugin_cache_dir" flag:"plugin-cache-dir" usage:"wazero compilation cache directory (empty: ~/.cache/gr00tgw/wazero; -: in memory only)"`
-	// DemoDir holds the shipped demo observation (request.json) and its
-	// golden (actions.json) used by warm-up and GET /demo; "" means
-	// <weights_dir>/demo, else <weights_dir>/caseA.
-	DemoDir string `koanf:"demo_dir" flag:"demo-dir" usage:"demo observation directory (request.json + actions.json golden); empty: <weights_dir>/demo or <weights_dir>/caseA"`
-	// Embodiment is the embodiment tag served (the plugin selected).
-	Embodiment string `koanf:"embodiment" flag:"embodiment" env:"GR00T_EMBODIMENT" usage:"embodiment tag served"`
+	// DemoDir holds demo observations (request.json + optional
+	// actions.json golden) for warm-up and GET /demo: <demo_dir>/<tag>/
+	// for any embodiment, <demo_dir> itself for the default one. Empty, or
+	// when absent there: <weights_dir>/demo/<tag>, then for the default
+	// <weights_dir>/demo and <weights_dir>/caseA, then the plugin's demo/.
+	DemoDir string `koanf:"demo_dir" flag:"demo-dir" usage:"demo observations: <dir>/<tag>/request.json (+ actions.json golden), <dir> itself for the default embodiment; empty: <weights_dir>/demo/<tag>, <weights_dir>/demo or caseA, the plugin's demo/"`
+	// Embodiment is the default embodiment tag: requests that name none
+	// are served by it, and start-up fails when it cannot be served.
+	Embodiment string `koanf:"embodiment" flag:"embodiment" env:"GR00T_EMBODIMENT" usage:"default embodiment tag (requests that name none; must be servable)"`
+	// Embodiments, when set, limits the served embodiments to these tags
+	// (the default is always served); empty serves every plugin in
+	// plugins_dir.
+	Embodiments []string `koanf:"embodiments" flag:"embodiments" usage:"embodiment tags to serve, comma-separated (empty: every plugin in plugins_dir)"`
 	// Backend is the device backend kind (see device.Names).
 	Backend string `koanf:"backend" flag:"backend" usage:"device backend kind"`
 	// Policy is the dtype policy handed to the backend.
@@ -187,6 +194,14 @@ func (c *Config) checks() []keyCheck {
 		{"embodiment", func() error {
 			if c.Embodiment == "" {
 				return fmt.Errorf("must not be empty")
+			}
+			return nil
+		}},
+		{"embodiments", func() error {
+			for _, t := range c.Embodiments {
+				if strings.ContainsAny(t, " \t/") {
+					return fmt.Errorf("tag %q: tags have no spaces or slashes", t)
+				}
 			}
 			return nil
 		}},

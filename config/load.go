@@ -129,6 +129,8 @@ func RegisterFlags(fs *pflag.FlagSet) {
 			fs.Float64(k.Flag, v.Float(), usage)
 		case k.typ.Kind() == reflect.Bool:
 			fs.Bool(k.Flag, v.Bool(), usage)
+		case k.typ == reflect.TypeFor[[]string]():
+			fs.StringSlice(k.Flag, v.Interface().([]string), usage)
 		default:
 			panic("config: key[" + k.Name + "] has unsupported type " + k.typ.String())
 		}
@@ -327,6 +329,9 @@ func convert(t reflect.Type, raw any) (any, error) {
 		}
 		return nil, fmt.Errorf("%v (%T) is not a duration", raw, raw)
 	}
+	if t == reflect.TypeFor[[]string]() {
+		return convertList(raw)
+	}
 	switch t.Kind() {
 	case reflect.String:
 		switch v := raw.(type) {
@@ -437,4 +442,35 @@ func Lookup(name string) (Key, bool) {
 		return Key{}, false
 	}
 	return *k, true
+}
+
+// convertList reads a list of strings: a YAML sequence of strings, a flag's
+// []string, or one comma-separated string (environment). Items are
+// trimmed; empty items are dropped; an empty list is nil.
+func convertList(raw any) (any, error) {
+	var items []string
+	switch v := raw.(type) {
+	case nil:
+	case []string:
+		items = v
+	case string:
+		items = strings.Split(v, ",")
+	case []any:
+		for i, x := range v {
+			s, ok := x.(string)
+			if !ok {
+				return nil, fmt.Errorf("item %d: %v (%T) is not a string", i, x, x)
+			}
+			items = append(items, s)
+		}
+	default:
+		return nil, fmt.Errorf("%v (%T) is not a list of strings", raw, raw)
+	}
+	var out []string
+	for _, s := range items {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out, nil
 }

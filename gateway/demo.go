@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -10,21 +11,27 @@ import (
 	"github.com/gr00tgw/gr00tgw/core/tensor"
 )
 
-// Demo is the shipped demo observation and its golden actions. Warm-up
-// posts Request through the full request path and compares the actions with
-// Golden; GET /demo returns both.
+// Demo is an embodiment's demo observation and, usually, its golden
+// actions. Warm-up posts Request through the full request path and gates
+// the actions (against Golden, or for determinism without one); GET /demo
+// returns both.
 type Demo struct {
 	// Request is a ready-to-post /predict JSON body.
 	Request json.RawMessage
-	// Golden maps action group → [horizon][dim] reference actions.
+	// Golden maps action group → [horizon][dim] reference actions; nil
+	// when the demo has none for this checkpoint.
 	Golden map[string][][]float64
 	// Source says where the demo came from (a directory), for logs and /info.
 	Source string
+	// Note says what the golden is when it is not an independent
+	// reference (actions.json's "golden" member, e.g. a regression golden
+	// recorded by gr00tgw itself), or why there is none.
+	Note string
 }
 
-// LoadDemo reads dir/request.json (a /predict body) and dir/actions.json
-// ({"actions": {group: [[...]]}}, the golden) — the layout of
-// testdata/goldens caseA and of the reference server's demo/n17.
+// LoadDemo reads dir/request.json (a /predict body) and, when present,
+// dir/actions.json ({"actions": {group: [[...]]}, "golden": note}) — the
+// layout of testdata/n17-tiny/caseA and of the reference server's demo/n17.
 func LoadDemo(dir string) (*Demo, error) {
 	req, err := os.ReadFile(filepath.Join(dir, "request.json"))
 	if err != nil {
@@ -33,12 +40,18 @@ func LoadDemo(dir string) (*Demo, error) {
 	if !json.Valid(req) {
 		return nil, fmt.Errorf("demo: %s: not valid JSON", filepath.Join(dir, "request.json"))
 	}
+	d := &Demo{Request: req, Source: dir}
 	raw, err := os.ReadFile(filepath.Join(dir, "actions.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		d.Note = "no golden (actions.json) in " + dir
+		return d, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
 	var golden struct {
 		Actions map[string][][]float64 `json:"actions"`
+		Golden  string                 `json:"golden"`
 	}
 	if err := json.Unmarshal(raw, &golden); err != nil {
 		return nil, fmt.Errorf("demo: %s: %w", filepath.Join(dir, "actions.json"), err)
@@ -46,7 +59,8 @@ func LoadDemo(dir string) (*Demo, error) {
 	if len(golden.Actions) == 0 {
 		return nil, fmt.Errorf("demo: %s: no actions", filepath.Join(dir, "actions.json"))
 	}
-	return &Demo{Request: req, Golden: golden.Actions, Source: dir}, nil
+	d.Golden, d.Note = golden.Actions, golden.Golden
+	return d, nil
 }
 
 // comparison is how one set of actions compares with the golden.

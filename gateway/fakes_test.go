@@ -231,12 +231,65 @@ func (b *fakeBackend) Facts() device.Facts {
 
 func (b *fakeBackend) Close() error { b.closed.Store(true); return nil }
 
-type fakeReloader struct {
-	calls atomic.Int64
-	err   error
+// fakeCatalog serves bindings by tag; tests change its content between
+// reloads. Each Open hands out a fresh copy of the tag's binding whose
+// Close is counted.
+type fakeCatalog struct {
+	mu       sync.Mutex
+	bindings map[string]*Binding // tag → template; revision = SHA256
+	scanErr  error
+	openErr  map[string]error
+	opened   atomic.Int64
+	closed   atomic.Int64
 }
 
-func (r *fakeReloader) Reload(ctx context.Context) error { r.calls.Add(1); return r.err }
+func newFakeCatalog(bs ...*Binding) *fakeCatalog {
+	c := &fakeCatalog{bindings: map[string]*Binding{}, openErr: map[string]error{}}
+	for _, b := range bs {
+		c.bindings[b.Embodiment.Describe().Name] = b
+	}
+	return c
+}
+
+// put replaces (or adds) tag's binding; nil removes it.
+func (c *fakeCatalog) put(tag string, b *Binding) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if b == nil {
+		delete(c.bindings, tag)
+		return
+	}
+	c.bindings[tag] = b
+}
+
+func (c *fakeCatalog) Scan(context.Context) ([]Candidate, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.scanErr != nil {
+		return nil, c.scanErr
+	}
+	var out []Candidate
+	for tag, b := range c.bindings {
+		out = append(out, Candidate{Tag: tag, Revision: b.SHA256, Source: "fake/" + tag})
+	}
+	return out, nil
+}
+
+func (c *fakeCatalog) Open(_ context.Context, cand Candidate) (*Binding, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.openErr[cand.Tag]; err != nil {
+		return nil, err
+	}
+	b, ok := c.bindings[cand.Tag]
+	if !ok {
+		return nil, fmt.Errorf("fake catalog: no %s", cand.Tag)
+	}
+	c.opened.Add(1)
+	cp := *b
+	cp.Close = func(context.Context) error { c.closed.Add(1); return nil }
+	return &cp, nil
+}
 
 // demoRequest is the DROID demo /predict body (testdata/droid_request.json),
 // decoded to a map for tests to mutate.
@@ -278,28 +331,36 @@ type fixture struct {
 	backend *fakeBackend
 	emb     *fakeEmbodiment
 	enc     *fakeEncoder
-	reload  *fakeReloader
+	catalog *fakeCatalog
+	binding *Binding // the default (DROID) embodiment's
 	deps    *Deps
 }
 
-type fixtureOpt func(*config.Config, *Options, *Deps)
+type fixtureOpt func(*config.Config, *Options, *fixture)
+
+// droidBinding is the fakes' DROID binding.
+func droidBinding(tb testing.TB, emb Embodiment, enc Encoder) *Binding {
+	return &Binding{Embodiment: emb, Encoder: enc, Demo: fakeDemo(tb, 0), SHA256: "sha-droid-1",
+		Layout: Layout{Name: "droid", Cameras: 2, FramesPerCamera: 2, VitGridTHW: [3]int{1, 16, 28}, MaxTextTokens: 51}}
+}
 
 // newFixture builds a Server over fakes; started (loaded and warmed up)
 // unless start is false.
 func newFixture(tb testing.TB, start bool, opts ...fixtureOpt) *fixture {
 	tb.Helper()
-	f := &fixture{backend: &fakeBackend{}, emb: &fakeEmbodiment{info: droidInfo}, enc: &fakeEncoder{}, reload: &fakeReloader{}}
+	f := &fixture{backend: &fakeBackend{}, emb: &fakeEmbodiment{info: droidInfo}, enc: &fakeEncoder{}}
+	f.binding = droidBinding(tb, f.emb, f.enc)
+	f.catalog = newFakeCatalog(f.binding)
 	cfg := config.Default()
 	cfg.WarmupRuns = 1
 	cfg.AdminToken = "s3cret"
 	o := Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Version: "test"}
 	f.deps = &Deps{
-		Encoder: f.enc, Embodiment: f.emb, Backend: f.backend, Reloader: f.reload,
-		Model: ModelInfo{Version: "n17", Layout: "droid", ActionDim: testActionDim, ActionHorizon: testHorizon, DefaultSeed: 42, MaxTextTokens: 51},
-		Demo:  fakeDemo(tb, 0),
+		Backend: f.backend, Catalog: f.catalog,
+		Model: ModelInfo{Version: "n17", ActionDim: testActionDim, ActionHorizon: testHorizon, DefaultSeed: 42},
 	}
 	for _, fn := range opts {
-		fn(&cfg, &o, f.deps)
+		fn(&cfg, &o, f)
 	}
 	o.Config = cfg
 	srv, err := New(o)
@@ -307,6 +368,7 @@ func newFixture(tb testing.TB, start bool, opts ...fixtureOpt) *fixture {
 	f.srv = srv
 	if start {
 		require.NoError(tb, srv.Start(context.Background(), func(context.Context) (*Deps, error) { return f.deps, nil }))
+		require.True(tb, srv.WaitBound(context.Background()))
 	}
 	return f
 }

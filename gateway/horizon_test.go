@@ -20,10 +20,10 @@ const shortHorizon = 16
 // fakes' 40-step model chunk (no warm-up: the fake demo golden is 40 rows).
 func shortFixture(t *testing.T, modelHorizon int) *fixture {
 	t.Helper()
-	f := newFixture(t, false, func(c *config.Config, o *Options, d *Deps) {
+	f := newFixture(t, false, func(c *config.Config, o *Options, d *fixture) {
 		c.WarmupRuns = 0
-		d.Demo = nil
-		d.Model.ActionHorizon = modelHorizon
+		d.binding.Demo = nil
+		d.deps.Model.ActionHorizon = modelHorizon
 	})
 	f.emb.info.ActionHorizon = shortHorizon
 	require.NoError(t, f.srv.Start(context.Background(), func(context.Context) (*Deps, error) { return f.deps, nil }))
@@ -121,12 +121,12 @@ func TestShortEmbodimentHorizon(t *testing.T) {
 func TestModelHorizonDefault(t *testing.T) {
 	assert.Equal(t, 16, (&ModelInfo{}).chunkHorizon(&EmbodimentInfo{ActionHorizon: 16}))
 	assert.Equal(t, 40, (&ModelInfo{ActionHorizon: 40}).chunkHorizon(&EmbodimentInfo{ActionHorizon: 16}))
-	f := newFixture(t, true, func(c *config.Config, o *Options, d *Deps) { d.Model.ActionHorizon = 0 })
+	f := newFixture(t, true, func(c *config.Config, o *Options, d *fixture) { d.deps.Model.ActionHorizon = 0 })
 	_, b := f.do(t, "GET", "/info", nil, nil)
 	assert.Contains(t, string(b), `"shape":[40,132]`)
 	resp, b := f.do(t, "POST", "/predict", body(t, nil), nil)
 	require.Equal(t, 200, resp.StatusCode, string(b))
-	assert.Equal(t, f.deps.Demo.Golden, decodeActions(t, b))
+	assert.Equal(t, f.binding.Demo.Golden, decodeActions(t, b))
 }
 
 func decodeActions(t *testing.T, b []byte) map[string][][]float64 {
@@ -140,9 +140,9 @@ func decodeActions(t *testing.T, b []byte) map[string][][]float64 {
 // the embodiment decodes cannot serve it; the start fails.
 func TestModelHorizonBelowEmbodiment(t *testing.T) {
 	for _, h := range []int{-1, 8} {
-		f := newFixture(t, false, func(c *config.Config, o *Options, d *Deps) {
+		f := newFixture(t, false, func(c *config.Config, o *Options, d *fixture) {
 			c.WarmupRuns = 0
-			d.Model.ActionHorizon = h
+			d.deps.Model.ActionHorizon = h
 		})
 		f.emb.info.ActionHorizon = shortHorizon
 		err := f.srv.Start(context.Background(), func(context.Context) (*Deps, error) { return f.deps, nil })

@@ -154,18 +154,10 @@ type Embodiment interface {
 	Post(ctx context.Context, in *PostInput) (map[string][]float32, error)
 }
 
-// Reloader reloads the embodiment plugins (POST /admin/reload, SIGHUP). It
-// must leave the previous plugins serving when the reload fails.
-type Reloader interface {
-	Reload(ctx context.Context) error
-}
-
 // ModelInfo is static information about the served model.
 type ModelInfo struct {
 	// Version is the model version tag ("n17").
 	Version string `json:"version"`
-	// Layout is the static input layout ("droid").
-	Layout string `json:"layout"`
 	// Repo and Revision identify the weights.
 	Repo     string `json:"repo,omitempty"`
 	Revision string `json:"revision,omitempty"`
@@ -180,8 +172,6 @@ type ModelInfo struct {
 	// DefaultSeed seeds the noise when a request sends neither seed nor
 	// noise (42).
 	DefaultSeed uint64 `json:"default_seed"`
-	// MaxTextTokens is L_max, reported in /info (0: unknown).
-	MaxTextTokens int `json:"l_max,omitempty"`
 	// Extra is merged into GET /info.
 	Extra map[string]any `json:"-"`
 }
@@ -195,20 +185,18 @@ func (m *ModelInfo) chunkHorizon(info *EmbodimentInfo) int {
 	return info.ActionHorizon
 }
 
-// Deps is everything the gateway needs to serve, produced by a LoadFunc.
+// Deps is everything the gateway needs to serve, produced by a LoadFunc:
+// the one backend every embodiment shares, the model facts, and the
+// Catalog the served embodiments come from.
 type Deps struct {
-	Encoder    Encoder
-	Embodiment Embodiment
-	Backend    device.Backend
-	// Reloader is optional; without it /admin/reload and SIGHUP answer
-	// "not supported".
-	Reloader Reloader
-	Model    ModelInfo
-	// Demo is the shipped demo observation and its golden; required when
-	// warm-up runs > 0, served at GET /demo when present.
-	Demo *Demo
+	Backend device.Backend
+	// Catalog lists and opens the embodiments (required). Start serves
+	// every embodiment it lists (or those of config key embodiments);
+	// Reload re-reads it.
+	Catalog Catalog
+	Model   ModelInfo
 	// Close, when set, is called after the backend is closed at shutdown
-	// (plugin host, processor caches).
+	// (plugin host, caches).
 	Close func() error
 }
 

@@ -85,8 +85,17 @@ func (s *Server) predict(c *fiber.Ctx) error {
 		return err
 	}
 	parse := time.Since(start)
+	tag, err := routeTag(c.Get(EmbodimentHeader), r.Embodiment)
+	if err != nil {
+		return err
+	}
+	e, err := s.lookup(tag)
+	if err != nil {
+		return err
+	}
+	defer e.release()
 	rid, _ := c.Locals("rid").(string)
-	resp, err := s.runPredict(ctx, deps, r, rid, start)
+	resp, err := s.runPredict(ctx, deps, e, r, rid, start)
 	if err != nil {
 		return err
 	}
@@ -116,6 +125,20 @@ func (s *Server) queueFull() *HandlerError {
 		Err: fmt.Errorf("device queue is full (%d requests in flight, queue_depth %d); retry later", s.inflightN.Load(), s.cfg.QueueDepth)}
 }
 
+// routeTag picks the request's embodiment: the X-Embodiment header or the
+// body's embodiment field ("" when neither names one: the default). Both
+// set and different is the client's error.
+func routeTag(header, body string) (string, error) {
+	header = strings.TrimSpace(header)
+	switch {
+	case header != "" && body != "" && header != body:
+		return "", invalid(fieldEmbodiment, "embodiment: header %s %q and body embodiment %q disagree", EmbodimentHeader, header, body)
+	case header != "":
+		return header, nil
+	}
+	return body, nil
+}
+
 // span starts a child span of ctx.
 func (s *Server) span(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
 	return s.tracer.Start(ctx, name, trace.WithAttributes(attrs...))
@@ -132,14 +155,18 @@ func endSpan(sp trace.Span, err error) {
 // runPredict is the request path shared by POST /predict and warm-up:
 // validate → decode → plugin.pre → encode → (device lock) device → plugin.post.
 // Everything but the device call runs outside the lock.
-func (s *Server) runPredict(ctx context.Context, deps *Deps, r *predictRequest, rid string, start time.Time) (*PredictResponse, error) {
-	info := deps.Embodiment.Describe()
+//
+// e is the embodiment's binding, held by the caller for the whole call.
+func (s *Server) runPredict(ctx context.Context, deps *Deps, e *entry, r *predictRequest, rid string, start time.Time) (*PredictResponse, error) {
+	info := e.info
 	embAttrs := []attribute.KeyValue{
 		attribute.String("embodiment", info.Name),
 		attribute.String("plugin.name", info.Plugin),
 		attribute.String("plugin.version", info.PluginVersion),
 	}
 	trace.SpanFromContext(ctx).SetAttributes(embAttrs...)
+	mattrs := metric.WithAttributes(attribute.String("embodiment", info.Name), attribute.String("plugin_version", info.PluginVersion))
+	stage := func(name string, d time.Duration) { s.inst.stage(ctx, name, d, mattrs) }
 	var tm Timing
 
 	// decode: validation, base64, image decode and the frame-size rules.
@@ -151,11 +178,11 @@ func (s *Server) runPredict(ctx context.Context, deps *Deps, r *predictRequest, 
 	}
 	var dec *Decoded
 	if err == nil {
-		dec, err = deps.Encoder.Decode(dctx, v.cams)
+		dec, err = e.b.Encoder.Decode(dctx, v.cams)
 	}
 	endSpan(sp, err)
 	tm.Decode = ms(time.Since(t0))
-	s.inst.stage(ctx, "decode", time.Since(t0))
+	stage("decode", time.Since(t0))
 	if err != nil {
 		return nil, classify(err, "decode")
 	}
@@ -166,12 +193,12 @@ func (s *Server) runPredict(ctx context.Context, deps *Deps, r *predictRequest, 
 	// plugin.pre: state validation and normalisation.
 	t0 = time.Now()
 	pctx, sp := s.span(ctx, "plugin.pre", embAttrs...)
-	state, err := deps.Embodiment.Pre(pctx, &PreInput{
+	state, err := e.b.Embodiment.Pre(pctx, &PreInput{
 		RequestID: rid, Embodiment: info.Name, Cameras: dec.Cameras, State: v.state, StateDtype: r.StateDtype,
 		Instruction: r.Instruction,
 	})
 	endSpan(sp, err)
-	s.pluginMetric(ctx, info, "pre", time.Since(t0), err)
+	s.pluginMetric(ctx, info, "pre", time.Since(t0), err, mattrs)
 	tm.PluginPre = ms(time.Since(t0))
 	if err != nil {
 		return nil, classify(err, "plugin.pre")
@@ -180,13 +207,13 @@ func (s *Server) runPredict(ctx context.Context, deps *Deps, r *predictRequest, 
 	// encode: eval chain, patching, prompt, tokenizer, mRoPE.
 	t0 = time.Now()
 	ectx, sp := s.span(ctx, "encode")
-	enc, err := deps.Encoder.Encode(ectx, dec, r.Instruction)
+	enc, err := e.b.Encoder.Encode(ectx, dec, r.Instruction)
 	if err == nil {
 		sp.SetAttributes(attribute.Int("seq_len", enc.SeqLen), attribute.Int("prompt_tokens", enc.PromptTokens))
 	}
 	endSpan(sp, err)
 	tm.Encode = ms(time.Since(t0))
-	s.inst.stage(ctx, "encode", time.Since(t0))
+	stage("encode", time.Since(t0))
 	if err != nil {
 		// The encoder names "instruction"; the client may have used an alias.
 		var fe FieldError
@@ -223,7 +250,7 @@ func (s *Server) runPredict(ctx context.Context, deps *Deps, r *predictRequest, 
 	release, err := s.lock.acquire(qctx)
 	endSpan(sp, err)
 	tm.Queue = ms(time.Since(t0))
-	s.inst.stage(ctx, "queue", time.Since(t0))
+	stage("queue", time.Since(t0))
 	if errors.Is(err, errQueueFull) {
 		return nil, s.queueFull()
 	}
@@ -244,13 +271,13 @@ func (s *Server) runPredict(ctx context.Context, deps *Deps, r *predictRequest, 
 		st := make([]stageTiming, len(res.Stages))
 		for i, x := range res.Stages {
 			st[i] = stageTiming{x.Name, x.Duration}
-			s.inst.stage(ctx, "device."+x.Name, x.Duration)
+			stage("device."+x.Name, x.Duration)
 		}
 		stageSpans(dvctx, s.tracer, t0, st)
 	}
 	endSpan(sp, err)
 	tm.Device = ms(dEnd.Sub(t0))
-	s.inst.stage(ctx, "device", dEnd.Sub(t0))
+	stage("device", dEnd.Sub(t0))
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, classify(ctx.Err(), "device")
@@ -268,17 +295,17 @@ func (s *Server) runPredict(ctx context.Context, deps *Deps, r *predictRequest, 
 	// model's whole chunk and returns its own horizon's rows.
 	t0 = time.Now()
 	octx, sp := s.span(ctx, "plugin.post", embAttrs...)
-	acts, err := deps.Embodiment.Post(octx, &PostInput{
+	acts, err := e.b.Embodiment.Post(octx, &PostInput{
 		RequestID: rid, ActionPred: res.ActionPred, Horizon: res.Horizon, Dim: res.ActionDim, State: v.state, StateDtype: r.StateDtype,
 	})
 	tm.PluginPost = ms(time.Since(t0))
-	s.pluginMetric(ctx, info, "post", time.Since(t0), err)
+	s.pluginMetric(ctx, info, "post", time.Since(t0), err, mattrs)
 	if err == nil {
 		resp.Actions, err = reshapeActions(acts, info.ActionGroups, info.ActionHorizon)
 	}
 	endSpan(sp, err)
 	tm.DecodeActions = ms(time.Since(t0))
-	s.inst.stage(ctx, "plugin.post", time.Since(t0))
+	stage("plugin.post", time.Since(t0))
 	if err != nil {
 		return nil, classify(err, "plugin.post")
 	}
@@ -296,7 +323,7 @@ func (s *Server) runPredict(ctx context.Context, deps *Deps, r *predictRequest, 
 	resp.EmbodimentID = info.ID
 	resp.Version = deps.Model.Version
 	resp.Model = s.cfg.ModelName
-	resp.Layout = deps.Model.Layout
+	resp.Layout = e.b.Layout.Name
 	resp.Images = make(map[string]ImageReport, len(dec.Cameras))
 	for _, cam := range dec.Cameras {
 		resp.Images[cam.Key] = ImageReport{Frames: cam.Frames, ReceivedHW: [2]int{cam.Height, cam.Width}, VitGridTHW: enc.GridTHW[cam.Key]}
@@ -316,14 +343,14 @@ func (s *Server) runPredict(ctx context.Context, deps *Deps, r *predictRequest, 
 	return resp, nil
 }
 
-func (s *Server) pluginMetric(ctx context.Context, info EmbodimentInfo, stage string, d time.Duration, err error) {
+func (s *Server) pluginMetric(ctx context.Context, info EmbodimentInfo, stage string, d time.Duration, err error, attrs metric.MeasurementOption) {
 	outcome := "ok"
 	if err != nil {
 		outcome = "error"
 	}
 	s.inst.pluginDur.Record(ctx, d.Seconds(), metric.WithAttributes(attribute.String("plugin", info.Plugin),
-		attribute.String("stage", stage), attribute.String("outcome", outcome)))
-	s.inst.stage(ctx, "plugin."+stage, d)
+		attribute.String("stage", stage), attribute.String("outcome", outcome)), attrs)
+	s.inst.stage(ctx, "plugin."+stage, d, attrs)
 }
 
 // checkResult verifies the backend kept its contract: action_pred is the

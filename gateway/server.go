@@ -98,6 +98,11 @@ type Server struct {
 	deps  atomic.Pointer[Deps]
 	lock  deviceLock
 
+	set      atomic.Pointer[servedSet] // the served embodiments (see served.go)
+	setMu    sync.Mutex                // serialises writers of set
+	reloadMu sync.Mutex                // one start-up/reload pass at a time
+	bg       *tracker                  // background warm-ups, reloads, binding closes
+
 	mu        sync.Mutex // guards admitting in-flight requests vs draining
 	inflight  sync.WaitGroup
 	inflightN atomic.Int64
@@ -105,18 +110,8 @@ type Server struct {
 	baseCtx    context.Context
 	cancelBase context.CancelFunc
 
-	warmMu sync.Mutex
-	warm   warmupReport
-
 	closeOnce sync.Once
 	closeErr  error
-}
-
-type warmupReport struct {
-	LatencyMS []float64   `json:"latency_ms"`
-	Fidelity  *comparison `json:"fidelity_vs_golden,omitempty"`
-	MinPCC    float64     `json:"min_pcc"`
-	Runs      int         `json:"runs"`
 }
 
 // New builds a Server in the starting state. It does not listen.
@@ -124,7 +119,7 @@ func New(opts Options) (*Server, error) {
 	if err := opts.Config.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: opts.Config, opts: opts, log: opts.Logger}
+	s := &Server{cfg: opts.Config, opts: opts, log: opts.Logger, bg: newTracker()}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -198,12 +193,17 @@ func (s *Server) Serve(ln net.Listener) error {
 	return err
 }
 
-// Start loads the dependencies with load, runs the warm-up predictions on
-// the demo observation, checks them against its golden and, on success,
-// flips the server to ready. Call it once; cancel ctx to abandon a start
-// (Shutdown waits for Start to return, bounded by drain_timeout). Any failure leaves the server failed (health
-// reports it) and returns an error naming the cause; the backend, if it
-// was opened, is closed.
+// Start loads the dependencies with load, then binds the embodiments of
+// the catalog: the default embodiment first — opened, checked and warmed
+// up on its demo (golden-gated) — after which the server is ready (health
+// "ok"); then, in the background, every other embodiment the same way, each
+// taking traffic once its own warm-up passed (requests for it answer 503
+// "starting" until then; one that fails is refused with its reason and the
+// others serve). Call Start once; cancel ctx to abandon a start (Shutdown
+// waits for Start to return, bounded by drain_timeout). A failure to load
+// or to serve the default embodiment leaves the server failed (health
+// reports it) and returns an error naming the cause; everything opened is
+// closed.
 func (s *Server) Start(ctx context.Context, load LoadFunc) error {
 	// Shutdown waits for a running Start like for an in-flight request, so
 	// the backend is never closed under a warm-up prediction.
@@ -216,56 +216,79 @@ func (s *Server) Start(ctx context.Context, load LoadFunc) error {
 	s.mu.Unlock()
 	defer s.inflight.Done()
 
+	fail := func(deps *Deps, err error) error {
+		s.state.Store(stateFailed)
+		s.closeAll(deps)
+		return fmt.Errorf("start: %w", err)
+	}
 	deps, err := load(ctx)
 	if err != nil {
 		s.state.Store(stateFailed)
 		return fmt.Errorf("start: %w", err)
 	}
-	if deps == nil || deps.Encoder == nil || deps.Embodiment == nil || deps.Backend == nil {
-		s.state.Store(stateFailed)
-		s.closeDeps(deps)
-		return errors.New("start: loader returned incomplete dependencies (need encoder, embodiment and backend)")
+	if deps == nil || deps.Backend == nil || deps.Catalog == nil {
+		return fail(deps, errors.New("loader returned incomplete dependencies (need backend and catalog)"))
 	}
 	if deps.Model.ActionDim <= 0 {
-		s.state.Store(stateFailed)
-		s.closeDeps(deps)
-		return errors.New("start: model action_dim is not set")
-	}
-	if h, eh := deps.Model.ActionHorizon, deps.Embodiment.Describe().ActionHorizon; h < 0 || (h > 0 && h < eh) {
-		s.state.Store(stateFailed)
-		s.closeDeps(deps)
-		return fmt.Errorf("start: model action_horizon %d is below embodiment action horizon %d", h, eh)
+		return fail(deps, errors.New("model action_dim is not set"))
 	}
 	s.deps.Store(deps)
-	if err := s.warmup(ctx, deps); err != nil {
-		s.state.Store(stateFailed)
-		s.closeDeps(deps)
-		return fmt.Errorf("start: %w", err)
+	s.reloadMu.Lock()
+	cands, err := deps.Catalog.Scan(ctx)
+	if err != nil {
+		s.reloadMu.Unlock()
+		return fail(deps, err)
+	}
+	byTag := indexCandidates(cands)
+	want := s.wanted(byTag)
+	s.update(func(n *servedSet) {
+		for _, t := range want {
+			n.starting[t] = true
+		}
+	})
+	def := want[0]
+	if ch := s.bind(ctx, deps, def, byTag[def]); ch.Change != "added" {
+		s.reloadMu.Unlock()
+		return fail(deps, fmt.Errorf("default embodiment %s: %s", def, ch.Reason))
 	}
 	if !s.state.CompareAndSwap(stateStarting, stateReady) {
+		s.reloadMu.Unlock()
 		return errors.New("start: server stopped while starting")
 	}
-	s.log.Info("Application startup complete", "embodiment", deps.Embodiment.Describe().Name)
+	e := s.defaultEntry()
+	s.log.Info("Application startup complete", "embodiment", def, "plugin", e.info.Plugin, "plugin_version", e.info.PluginVersion,
+		"pending", len(want)-1)
+	rest := want[1:]
+	bctx, cancel := mergeCancel(context.WithoutCancel(ctx), s.baseCtx)
+	s.bg.Go(func() {
+		defer s.reloadMu.Unlock()
+		defer cancel()
+		for _, t := range rest {
+			if bctx.Err() != nil {
+				s.update(func(n *servedSet) { clear(n.starting) })
+				return
+			}
+			s.bind(bctx, deps, t, byTag[t])
+		}
+		set := s.set.Load()
+		s.log.Info("embodiments bound", "served", set.tags, "refused", sortedKeys(set.refused))
+	})
 	return nil
 }
 
-// Reload reloads the embodiment plugins through the loaded Reloader.
-func (s *Server) Reload(ctx context.Context) error {
-	deps := s.deps.Load()
-	if deps == nil {
-		return errors.New("reload: server is still starting")
+// WaitBound blocks until start-up has bound (or refused) every embodiment
+// of the catalog, or ctx ends; it reports whether none is still starting.
+func (s *Server) WaitBound(ctx context.Context) bool {
+	for {
+		if set := s.set.Load(); s.state.Load() != stateStarting && set != nil && len(set.starting) == 0 {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
-	if deps.Reloader == nil {
-		return errors.New("reload: not supported by the loaded plugins")
-	}
-	start := time.Now()
-	if err := deps.Reloader.Reload(ctx); err != nil {
-		s.log.Error("plugin reload failed; previous plugins keep serving", "err", err)
-		return fmt.Errorf("reload: %w", err)
-	}
-	info := deps.Embodiment.Describe()
-	s.log.Info("plugins reloaded", "plugin", info.Plugin, "plugin_version", info.PluginVersion, "ms", ms(time.Since(start)))
-	return nil
 }
 
 // Shutdown stops accepting connections, lets in-flight requests finish
@@ -304,22 +327,37 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.cancelBase()
 	httpErr := <-httpDone
 	s.log.Info("Releasing backend")
-	closeErr := s.closeDeps(s.deps.Load())
+	closeErr := s.closeAll(s.deps.Load())
 	return errors.Join(drainErr, httpErr, closeErr)
 }
 
-func (s *Server) closeDeps(d *Deps) error {
-	if d == nil {
-		return nil
-	}
+// closeAll retires every served embodiment, waits (bounded) for the
+// background work and the bindings' closes, then closes the backend and
+// the other dependencies. It runs once.
+func (s *Server) closeAll(d *Deps) error {
 	s.closeOnce.Do(func() {
+		s.bg.Close()
+		s.cancelBase()
+		wctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		// First the binds and reloads (cancelled above), so that none
+		// installs a binding after the retirement below; then the closes.
+		s.bg.Wait(wctx)
+		if set := s.set.Load(); set != nil {
+			for _, e := range set.entries {
+				s.retire(e)
+			}
+		}
 		var errs []error
-		if d.Backend != nil {
+		if !s.bg.Wait(wctx) {
+			errs = append(errs, errors.New("close: background work (warm-ups, reloads, plugin closes) still running after 30s"))
+		}
+		if d != nil && d.Backend != nil {
 			if err := d.Backend.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("backend close: %w", err))
 			}
 		}
-		if d.Close != nil {
+		if d != nil && d.Close != nil {
 			if err := d.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("close: %w", err))
 			}

@@ -179,7 +179,7 @@ func TestPredictOK(t *testing.T) {
 	assert.GreaterOrEqual(t, pr.TimingMS.Total, pr.TimingMS.Decode+pr.TimingMS.Encode+pr.TimingMS.Device+pr.TimingMS.DecodeActions-0.01)
 	assert.Equal(t, PluginReport{"droid", "0.1.0"}, pr.Plugin)
 	// Actions equal the golden of the fakes exactly (float32 values survive the text round trip).
-	assert.Equal(t, f.deps.Demo.Golden, pr.Actions)
+	assert.Equal(t, f.binding.Demo.Golden, pr.Actions)
 }
 
 func TestPredictVariants(t *testing.T) {
@@ -213,7 +213,7 @@ func TestPredictVariants(t *testing.T) {
 			}
 			m["state"] = []any{all}
 		}, func(t *testing.T, pr *PredictResponse) {
-			assert.Equal(t, newFixture(t, false).deps.Demo.Golden, pr.Actions)
+			assert.Equal(t, newFixture(t, false).binding.Demo.Golden, pr.Actions)
 		}},
 		{"noise with batch dim", func(m map[string]any) { m["noise"] = []any{m["noise"]} }, nil},
 		{"null optionals", func(m map[string]any) {
@@ -309,7 +309,7 @@ func nan() float64 { z := 0.0; return z / z }
 
 func TestRequestID(t *testing.T) {
 	var logs syncBuffer
-	f := newFixture(t, true, func(c *config.Config, o *Options, d *Deps) {
+	f := newFixture(t, true, func(c *config.Config, o *Options, d *fixture) {
 		o.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
 	})
 	resp, _ := f.do(t, "GET", "/health", nil, map[string]string{RequestIDHeader: "abc-123"})
@@ -417,10 +417,10 @@ func TestStartFailures(t *testing.T) {
 	}{
 		{"loader error", nil, func(*Deps) (*Deps, error) { return nil, errors.New("tokenizer: tokenizer.json: no such file") }, "tokenizer.json"},
 		{"incomplete deps", nil, func(d *Deps) (*Deps, error) { d.Backend = nil; return d, nil }, "incomplete"},
-		{"pcc below gate", func(c *config.Config, o *Options, d *Deps) { d.Demo = fakeDemo(t, 0.5) }, nil, "PCC"},
-		{"no demo", func(c *config.Config, o *Options, d *Deps) { d.Demo = nil }, nil, "demo_dir"},
-		{"device fails during warm-up", func(c *config.Config, o *Options, d *Deps) {
-			d.Backend.(*fakeBackend).err = errors.New("trace replay failed")
+		{"pcc below gate", func(c *config.Config, o *Options, d *fixture) { d.binding.Demo = fakeDemo(t, 0.5) }, nil, "PCC"},
+		{"no demo", func(c *config.Config, o *Options, d *fixture) { d.binding.Demo = nil }, nil, "demo_dir"},
+		{"device fails during warm-up", func(c *config.Config, o *Options, d *fixture) {
+			d.backend.err = errors.New("trace replay failed")
 		}, nil, "trace replay failed"},
 	}
 	for _, tc := range cases {
@@ -442,9 +442,9 @@ func TestStartFailures(t *testing.T) {
 		})
 	}
 	// A small perturbation passes the 0.999 gate; warm-up 0 skips the demo.
-	f := newFixture(t, false, func(c *config.Config, o *Options, d *Deps) { d.Demo = fakeDemo(t, 1e-3) })
+	f := newFixture(t, false, func(c *config.Config, o *Options, d *fixture) { d.binding.Demo = fakeDemo(t, 1e-3) })
 	require.NoError(t, f.srv.Start(context.Background(), func(context.Context) (*Deps, error) { return f.deps, nil }))
-	f = newFixture(t, false, func(c *config.Config, o *Options, d *Deps) { c.WarmupRuns = 0; d.Demo = nil })
+	f = newFixture(t, false, func(c *config.Config, o *Options, d *fixture) { c.WarmupRuns = 0; d.binding.Demo = nil })
 	require.NoError(t, f.srv.Start(context.Background(), func(context.Context) (*Deps, error) { return f.deps, nil }))
 }
 
@@ -496,7 +496,7 @@ func TestPluginAndEncoderErrors(t *testing.T) {
 }
 
 func TestBodyTooLarge(t *testing.T) {
-	f := newFixture(t, true, func(c *config.Config, o *Options, d *Deps) { c.MaxBodyBytes = 64 << 10 })
+	f := newFixture(t, true, func(c *config.Config, o *Options, d *fixture) { c.MaxBodyBytes = 64 << 10 })
 	url := listen(t, f)
 	defer f.srv.Shutdown(context.Background())
 	st, b, h, err := post(url, body(t, nil))
@@ -520,7 +520,7 @@ func TestTimeout504(t *testing.T) {
 	require.Equal(t, 504, resp.StatusCode)
 
 	// The configured request_timeout applies without a header.
-	f = newFixture(t, true, func(c *config.Config, o *Options, d *Deps) { c.RequestTimeout = 100 * time.Millisecond })
+	f = newFixture(t, true, func(c *config.Config, o *Options, d *fixture) { c.RequestTimeout = 100 * time.Millisecond })
 	f.backend.delay = 2 * time.Second
 	resp, _ = f.do(t, "POST", "/predict", body(t, nil), nil)
 	require.Equal(t, 504, resp.StatusCode)
@@ -557,7 +557,7 @@ func post(url string, b []byte) (int, []byte, http.Header, error) {
 }
 
 func TestQueueFull503AndSerialisedDevice(t *testing.T) {
-	f := newFixture(t, true, func(c *config.Config, o *Options, d *Deps) { c.QueueDepth = 2 })
+	f := newFixture(t, true, func(c *config.Config, o *Options, d *fixture) { c.QueueDepth = 2 })
 	f.backend.gate = make(chan struct{})
 	f.backend.started = make(chan struct{}, 16)
 	url := listen(t, f)
@@ -606,7 +606,7 @@ func TestQueueFull503AndSerialisedDevice(t *testing.T) {
 }
 
 func TestDrainOnShutdown(t *testing.T) {
-	f := newFixture(t, true, func(c *config.Config, o *Options, d *Deps) { c.DrainTimeout = 30 * time.Second })
+	f := newFixture(t, true, func(c *config.Config, o *Options, d *fixture) { c.DrainTimeout = 30 * time.Second })
 	f.backend.gate = make(chan struct{}) // the device holds the first call until the drain began
 	f.backend.started = make(chan struct{}, 16)
 	url := listen(t, f)
@@ -640,7 +640,7 @@ func TestDrainOnShutdown(t *testing.T) {
 }
 
 func TestDrainTimeoutCancelsInFlight(t *testing.T) {
-	f := newFixture(t, true, func(c *config.Config, o *Options, d *Deps) { c.DrainTimeout = 100 * time.Millisecond })
+	f := newFixture(t, true, func(c *config.Config, o *Options, d *fixture) { c.DrainTimeout = 100 * time.Millisecond })
 	f.backend.delay = 10 * time.Second
 	f.backend.started = make(chan struct{}, 4)
 	url := listen(t, f)
@@ -670,14 +670,14 @@ func TestAdminReload(t *testing.T) {
 	resp, b := f.do(t, "POST", "/admin/reload", nil, map[string]string{"Authorization": "Bearer s3cret"})
 	require.Equal(t, 200, resp.StatusCode, string(b))
 	assert.Contains(t, string(b), `"status":"reloaded"`)
-	assert.Equal(t, int64(1), f.reload.calls.Load())
-	f.reload.err = errors.New("plugin droid: bad manifest")
+	assert.Contains(t, string(b), `"change":"unchanged"`)
+	f.catalog.scanErr = errors.New("plugins_dir: permission denied")
 	resp, b = f.do(t, "POST", "/admin/reload", nil, map[string]string{"Authorization": "Bearer s3cret"})
 	require.Equal(t, 500, resp.StatusCode)
-	assert.Contains(t, string(b), "bad manifest")
+	assert.Contains(t, string(b), "permission denied")
 	assert.Contains(t, string(b), `"code":"reload_failed"`)
 
-	disabled := newFixture(t, true, func(c *config.Config, o *Options, d *Deps) { c.AdminToken = "" })
+	disabled := newFixture(t, true, func(c *config.Config, o *Options, d *fixture) { c.AdminToken = "" })
 	resp, _ = disabled.do(t, "POST", "/admin/reload", nil, map[string]string{"Authorization": "Bearer "})
 	assert.Equal(t, 404, resp.StatusCode)
 }
@@ -686,7 +686,7 @@ func TestMetricsExposed(t *testing.T) {
 	mp, h, err := NewPrometheus()
 	require.NoError(t, err)
 	defer mp.Shutdown(context.Background())
-	f := newFixture(t, true, func(c *config.Config, o *Options, d *Deps) {
+	f := newFixture(t, true, func(c *config.Config, o *Options, d *fixture) {
 		o.MeterProvider, o.MetricsHandler = mp, h
 	})
 	resp, _ := f.do(t, "POST", "/predict", body(t, nil), nil)
@@ -700,15 +700,17 @@ func TestMetricsExposed(t *testing.T) {
 		`gateway_requests_total{code="",method="POST",route="/predict",status="200"} 1`,
 		`gateway_requests_total{code="schema",method="POST",route="/predict",status="422"} 1`,
 		`gateway_request_duration_seconds_bucket{method="POST",route="/predict",status="200"`,
-		`gateway_stage_duration_seconds_count{stage="device"} 2`, // warm-up + 1
-		`gateway_stage_duration_seconds_count{stage="device.denoise"} 2`,
-		`gateway_stage_duration_seconds_count{stage="decode"}`,
-		`gateway_plugin_duration_seconds_count{outcome="ok",plugin="droid",stage="post"} 2`,
+		`gateway_stage_duration_seconds_count{embodiment="oxe_droid_relative_eef_relative_joint",plugin_version="0.1.0",stage="device"} 2`, // warm-up + 1
+		`gateway_stage_duration_seconds_count{embodiment="oxe_droid_relative_eef_relative_joint",plugin_version="0.1.0",stage="device.denoise"} 2`,
+		`gateway_stage_duration_seconds_count{embodiment="oxe_droid_relative_eef_relative_joint",plugin_version="0.1.0",stage="decode"}`,
+		`gateway_plugin_duration_seconds_count{embodiment="oxe_droid_relative_eef_relative_joint",outcome="ok",plugin="droid",plugin_version="0.1.0",stage="post"} 2`,
 		`gateway_queue_depth 0`,
 		`gateway_inflight 0`,
 		`gateway_state{state="ready"} 1`,
 		`gateway_state{state="starting"} 0`,
-		`gateway_warmup_pcc 1`,
+		`gateway_embodiments{status="served"} 1`,
+		`gateway_embodiment_changes_total{change="added",embodiment="oxe_droid_relative_eef_relative_joint"} 1`,
+		`gateway_warmup_pcc{embodiment="oxe_droid_relative_eef_relative_joint"} 1`,
 	} {
 		assert.Contains(t, out, want)
 	}
@@ -717,7 +719,7 @@ func TestMetricsExposed(t *testing.T) {
 func TestSpans(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	f := newFixture(t, true, func(c *config.Config, o *Options, d *Deps) { o.TracerProvider = tp })
+	f := newFixture(t, true, func(c *config.Config, o *Options, d *fixture) { o.TracerProvider = tp })
 	before := len(rec.Ended())
 
 	parent := trace.NewSpanContext(trace.SpanContextConfig{
@@ -781,7 +783,7 @@ func names(spans []sdktrace.ReadOnlySpan) []string {
 }
 
 func TestConcurrentRequestsRace(t *testing.T) {
-	f := newFixture(t, true, func(c *config.Config, o *Options, d *Deps) { c.QueueDepth = 64 })
+	f := newFixture(t, true, func(c *config.Config, o *Options, d *fixture) { c.QueueDepth = 64 })
 	f.backend.delay = time.Millisecond
 	b := body(t, func(m map[string]any) { delete(m, "noise") })
 	n := 16

@@ -98,6 +98,7 @@ type instruments struct {
 	stageDuration metric.Float64Histogram
 	pluginDur     metric.Float64Histogram
 	warmupPCC     metric.Float64Gauge
+	changes       metric.Int64Counter
 }
 
 var secondsBuckets = metric.WithExplicitBucketBoundaries(
@@ -126,6 +127,15 @@ func newInstruments(m metric.Meter, s *Server) (*instruments, error) {
 		metric.WithDescription("lowest PCC of the warm-up actions against the demo golden")); err != nil {
 		return nil, err
 	}
+	if in.changes, err = m.Int64Counter("gateway.embodiment.changes",
+		metric.WithDescription("embodiment set changes at start-up and reload, by embodiment and change (added, replaced, retired, refused, unchanged)")); err != nil {
+		return nil, err
+	}
+	embodiments, err := m.Int64ObservableGauge("gateway.embodiments",
+		metric.WithDescription("embodiments by status: served, refused, starting"))
+	if err != nil {
+		return nil, err
+	}
 	queue, err := m.Int64ObservableGauge("gateway.queue.depth",
 		metric.WithDescription("requests waiting for the device lock"))
 	if err != nil {
@@ -152,16 +162,23 @@ func newInstruments(m metric.Meter, s *Server) (*instruments, error) {
 			}
 			o.ObserveInt64(state, v, metric.WithAttributes(attribute.String("state", stateName(st))))
 		}
+		if set := s.set.Load(); set != nil {
+			o.ObserveInt64(embodiments, int64(len(set.entries)), metric.WithAttributes(attribute.String("status", "served")))
+			o.ObserveInt64(embodiments, int64(len(set.refused)), metric.WithAttributes(attribute.String("status", "refused")))
+			o.ObserveInt64(embodiments, int64(len(set.starting)), metric.WithAttributes(attribute.String("status", "starting")))
+		}
 		return nil
-	}, queue, inflight, state)
+	}, queue, inflight, state, embodiments)
 	if err != nil {
 		return nil, err
 	}
 	return &in, nil
 }
 
-func (in *instruments) stage(ctx context.Context, name string, d time.Duration) {
-	in.stageDuration.Record(ctx, d.Seconds(), metric.WithAttributes(attribute.String("stage", name)))
+// stage records one predict stage; attrs carry the embodiment and the
+// plugin version.
+func (in *instruments) stage(ctx context.Context, name string, d time.Duration, attrs ...metric.RecordOption) {
+	in.stageDuration.Record(ctx, d.Seconds(), append(attrs, metric.WithAttributes(attribute.String("stage", name)))...)
 }
 
 // headerCarrier adapts fasthttp request headers to propagation.TextMapCarrier.

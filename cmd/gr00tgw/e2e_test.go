@@ -98,9 +98,9 @@ func buildGateway(t testing.TB) (bin, pluginsDir string) {
 	start := time.Now()
 	run("build", "-o", bin, "./cmd/gr00tgw")
 	pluginsDir = filepath.Join(root, "build", "plugins")
-	if _, err := os.Stat(filepath.Join(pluginsDir, "droid", "droid.wasm")); err != nil {
+	if _, err := os.Stat(filepath.Join(pluginsDir, "libero", "libero.wasm")); err != nil {
 		pluginsDir = filepath.Join(dir, "plugins")
-		run("run", "./plugins/cmd/gwplugin-pack", "-o", pluginsDir, "./embodiments/droid")
+		run("run", "./plugins/cmd/gwplugin-pack", "-o", pluginsDir, "./embodiments/droid", "./embodiments/libero")
 	}
 	t.Logf("built %s (plugins %s) in %v", bin, pluginsDir, time.Since(start).Round(time.Millisecond))
 	return bin, pluginsDir
@@ -532,8 +532,8 @@ func TestE2EServe(t *testing.T) {
 		}
 		assert.Equal(t, http.StatusOK, get("/info", &info))
 		assert.Equal(t, []string{"vision", "llm", "adapter", "denoise"}, info.Stage.Stages)
-		require.Len(t, info.Plugins, 1)
-		assert.Equal(t, "droid", info.Plugins[0].Name)
+		require.NotEmpty(t, info.Plugins)
+		assert.Equal(t, "droid", info.Plugins[len(info.Plugins)-1].Name, "plugins in tag order: libero_sim, then DROID")
 		assert.GreaterOrEqual(t, info.Warm.PCC, demo.Expected.Gates.PCCMin, "warm-up fidelity reported by /info")
 		assert.Equal(t, []string{"exterior_image_1_left", "wrist_image_left"}, info.Inputs.Cameras)
 		var models struct {
@@ -549,8 +549,8 @@ func TestE2EServe(t *testing.T) {
 	// matches the golden.
 	t.Run("sighup_reload", func(t *testing.T) {
 		require.NoError(t, g.cmd.Process.Signal(syscall.SIGHUP))
-		require.Eventually(t, func() bool { return strings.Contains(fileTail(g.stderr, 1<<20), `"msg":"plugins reloaded"`) },
-			60*time.Second, 50*time.Millisecond, "no \"plugins reloaded\" log line after SIGHUP")
+		require.Eventually(t, func() bool { return strings.Contains(fileTail(g.stderr, 1<<20), `"msg":"reload done"`) },
+			60*time.Second, 50*time.Millisecond, "no \"reload done\" log line after SIGHUP")
 		st, _, body, err := postPredict(client, g.base, demo.Request, "application/json")
 		require.NoError(t, err)
 		require.Equal(t, http.StatusOK, st, "%s", body)

@@ -672,11 +672,11 @@ func writeActions(ctx context.Context, f runFlags, tag string, state map[string]
 	if err != nil {
 		return fmt.Errorf("actions: %w", err)
 	}
-	emb, err := adapt.OpenEmbodiment(ctx, dir, tag, plugins.WithCheckpoint(ck), plugins.WithCacheDir(""))
+	emb, closeEmb, err := adapt.OpenEmbodiment(ctx, dir, tag, plugins.WithCheckpoint(ck), plugins.WithCacheDir(""))
 	if err != nil {
 		return fmt.Errorf("actions: %w", err)
 	}
-	defer emb.Close(ctx)
+	defer closeEmb(ctx)
 	acts, err := emb.Post(ctx, &gateway.PostInput{ActionPred: res.ActionPred, Horizon: res.Horizon, Dim: res.ActionDim, State: state, StateDtype: "float32"})
 	if err != nil {
 		return fmt.Errorf("actions: %w", err)

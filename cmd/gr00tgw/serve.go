@@ -128,11 +128,11 @@ func runServe(ctx context.Context, args []string) error {
 			startErr = nil
 		case <-hup:
 			log.Info("SIGHUP: reloading plugins")
+			// Server.Reload is tracked by the server (Shutdown waits for
+			// it, and it refuses to start once shutdown began).
 			go func() {
-				rctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
-				defer cancel()
-				if err := srv.Reload(rctx); err != nil {
-					log.Error("SIGHUP reload failed", "err", err)
+				if _, err := srv.Reload(ctx); err != nil {
+					log.Error("SIGHUP reload", "err", err)
 				}
 			}()
 		case err := <-serveErr:

@@ -12,12 +12,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -26,7 +24,6 @@ import (
 
 	"github.com/gr00tgw/gr00tgw/config"
 	"github.com/gr00tgw/gr00tgw/core/image"
-	"github.com/gr00tgw/gr00tgw/core/model"
 	"github.com/gr00tgw/gr00tgw/core/processor"
 	"github.com/gr00tgw/gr00tgw/core/text"
 	"github.com/gr00tgw/gr00tgw/device"
@@ -209,283 +206,16 @@ func toInt32(v []int64) []int32 {
 	return out
 }
 
-// Embodiment adapts the plugin serving one embodiment tag to
-// gateway.Embodiment and gateway.Reloader. It loads only that plugin from
-// the plugin directory (the sub-directory whose plugin.yaml lists the tag):
-// the gateway serves one embodiment, and a plugin for another embodiment
-// that cannot initialise against this checkpoint (no statistics for its
-// tag) must not stop it. Reload re-scans the directory, opens the new
-// plugin and swaps it in atomically; the old one is closed after its
-// in-flight calls (callers that raced the swap retry once on ErrClosed).
-type Embodiment struct {
-	dir  string
-	tag  string
-	opts []plugins.Option
-	mu   sync.Mutex // serialises Reload and Close
-	cur  atomic.Pointer[plugins.Plugin]
-	info atomic.Pointer[cachedInfo]
-}
-
-type cachedInfo struct {
-	p    *plugins.Plugin
-	info gateway.EmbodimentInfo
-}
-
-var (
-	_ gateway.Embodiment = (*Embodiment)(nil)
-	_ gateway.Reloader   = (*Embodiment)(nil)
-)
-
-// findPluginDir returns the sub-directory of dir whose manifest serves tag.
-func findPluginDir(dir, tag string) (string, error) {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return "", fmt.Errorf("plugins: %w", err)
-	}
-	var found, served []string
-	for _, e := range ents {
-		if !e.IsDir() {
-			continue
-		}
-		sub := filepath.Join(dir, e.Name())
-		m, err := plugins.ReadManifest(sub)
-		if err != nil {
-			if errors.Is(err, os.ErrNotExist) {
-				continue
-			}
-			return "", err
-		}
-		served = append(served, m.Embodiments...)
-		for _, t := range m.Embodiments {
-			if t == tag {
-				found = append(found, sub)
-			}
-		}
-	}
-	switch len(found) {
-	case 0:
-		return "", fmt.Errorf("%w: no plugin in %s serves %s (served: %v)", plugins.ErrUnknownEmbodiment, dir, tag, served)
-	case 1:
-		return found[0], nil
-	}
-	return "", fmt.Errorf("plugins: %v all serve embodiment %s", found, tag)
-}
-
-// OpenEmbodiment loads the plugin serving tag from dir (fail fast: compiled,
-// validated, pool filled, init run).
-func OpenEmbodiment(ctx context.Context, dir, tag string, opts ...plugins.Option) (*Embodiment, error) {
-	e := &Embodiment{dir: dir, tag: tag, opts: opts}
-	sub, err := findPluginDir(dir, tag)
-	if err != nil {
-		return nil, err
-	}
-	p, err := plugins.Open(ctx, sub, opts...)
-	if err != nil {
-		return nil, err
-	}
-	if p.Embodiment() != tag {
-		_ = p.Close(ctx)
-		return nil, fmt.Errorf("wasm: plugin[%s] describes embodiment %s, manifest lists %s", p.Name(), p.Embodiment(), tag)
-	}
-	e.cur.Store(p)
-	return e, nil
-}
-
-// plugin returns the current plugin.
-func (e *Embodiment) plugin() (*plugins.Plugin, error) {
-	p := e.cur.Load()
-	if p == nil {
-		return nil, plugins.ErrClosed
-	}
-	return p, nil
-}
-
-// Describe reports the plugin's gw_describe as gateway.EmbodimentInfo.
-func (e *Embodiment) Describe() gateway.EmbodimentInfo {
-	p, err := e.plugin()
-	if err != nil {
-		if c := e.info.Load(); c != nil {
-			return c.info
-		}
-		return gateway.EmbodimentInfo{Name: e.tag}
-	}
-	if c := e.info.Load(); c != nil && c.p == p {
-		return c.info
-	}
-	d := p.Describe()
-	info := gateway.EmbodimentInfo{
-		Name: d.Embodiment, ID: d.ProjectorSlot, Plugin: d.Name, PluginVersion: d.Version,
-		ActionHorizon: d.ActionHorizon,
-	}
-	for _, c := range d.Cameras {
-		info.Cameras = append(info.Cameras, c.Key)
-		if info.VideoDeltaIndices == nil {
-			info.VideoDeltaIndices = append([]int(nil), c.DeltaIndices...)
-		}
-	}
-	for _, s := range d.State {
-		info.StateGroups = append(info.StateGroups, gateway.Group{Key: s.Key, Dim: s.Dim})
-	}
-	for _, a := range d.Actions {
-		info.ActionGroups = append(info.ActionGroups, gateway.Group{Key: a.Key, Dim: a.Dim})
-	}
-	e.info.Store(&cachedInfo{p: p, info: info})
-	return info
-}
-
-// call runs fn on the current plugin, retrying once when a reload closed
-// it between lookup and call.
-func call[T any](e *Embodiment, fn func(*plugins.Plugin) (T, error)) (T, error) {
-	for try := 0; ; try++ {
-		p, err := e.plugin()
-		if err != nil {
-			var zero T
-			return zero, err
-		}
-		out, err := fn(p)
-		if try == 0 && errors.Is(err, plugins.ErrClosed) {
-			continue
-		}
-		return out, err
-	}
-}
-
-// Reload re-scans the plugin directory and swaps in a freshly loaded
-// plugin for the tag; on failure the current plugin keeps serving.
-func (e *Embodiment) Reload(ctx context.Context) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	sub, err := findPluginDir(e.dir, e.tag)
-	if err != nil {
-		return fmt.Errorf("plugins: reload kept the current plugin: %w", err)
-	}
-	p, err := plugins.Open(ctx, sub, e.opts...)
-	if err != nil {
-		return fmt.Errorf("plugins: reload kept the current plugin: %w", err)
-	}
-	old := e.cur.Swap(p)
-	if old != nil {
-		go func() {
-			cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			_ = old.Close(cctx)
-		}()
-	}
-	return nil
-}
-
-// Close closes the current plugin, waiting for its in-flight calls
-// (bounded by ctx).
-func (e *Embodiment) Close(ctx context.Context) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if p := e.cur.Swap(nil); p != nil {
-		return p.Close(ctx)
-	}
-	return nil
-}
-
-// Description returns the current plugin's full gw_describe document.
-func (e *Embodiment) Description() (plugins.Description, error) {
-	p, err := e.plugin()
-	if err != nil {
-		return plugins.Description{}, err
-	}
-	return p.Describe(), nil
-}
-
-// MaxActionDim is the model action width the plugin expects (132).
-func (e *Embodiment) MaxActionDim() (int, error) {
-	p, err := e.plugin()
-	if err != nil {
-		return 0, err
-	}
-	return p.Describe().MaxActionDim, nil
-}
-
-// stateGroups orders st by p's state groups (taken from the plugin that
-// runs the call, so a reload in between cannot mix two layouts).
-func stateGroups(p *plugins.Plugin, st map[string][]float64) []plugins.StateGroup {
-	order := p.Describe().State
-	out := make([]plugins.StateGroup, 0, len(order))
-	for _, g := range order {
-		out = append(out, plugins.StateGroup{Key: g.Key, Values: st[g.Key]})
-	}
-	return out
-}
-
-// pluginErr maps plugin host errors onto the gateway's: guest validation
-// failures → 400 naming the field, a busy pool → 503, a guest timeout →
-// 504, the rest → 500.
-func pluginErr(err error) error {
-	var ge *plugins.GuestError
-	if errors.As(err, &ge) && !ge.Internal {
-		field := ge.Field
-		if field == "" {
-			field = "state"
-		}
-		return &gateway.HandlerError{Status: http.StatusBadRequest, Code: ge.Code, Field: field, Err: errors.New(ge.Message)}
-	}
-	switch {
-	case errors.Is(err, plugins.ErrPoolExhausted):
-		return &gateway.HandlerError{Status: http.StatusServiceUnavailable, Code: gateway.CodeQueueFull, RetryAfter: 1, Err: err}
-	case errors.Is(err, plugins.ErrTimeout):
-		return &gateway.HandlerError{Status: http.StatusGatewayTimeout, Code: gateway.CodeTimeout, Err: err}
-	case errors.Is(err, plugins.ErrUnknownEmbodiment):
-		return &gateway.HandlerError{Status: http.StatusBadRequest, Code: gateway.CodeInvalid, Field: "embodiment", Err: err}
-	}
-	return err
-}
-
-// Pre runs the plugin's pre stage.
-func (e *Embodiment) Pre(ctx context.Context, in *gateway.PreInput) ([]float32, error) {
-	cams := make([]plugins.Camera, len(in.Cameras))
-	for i, c := range in.Cameras {
-		cams[i] = plugins.Camera{Key: c.Key, Frames: c.Frames, Height: c.Height, Width: c.Width}
-	}
-	pin := &plugins.PreInput{
-		RequestID: in.RequestID, Embodiment: in.Embodiment, Instruction: in.Instruction,
-		StateDType: in.StateDtype, Cameras: cams,
-	}
-	out, err := call(e, func(p *plugins.Plugin) (*plugins.PreOutput, error) {
-		pin.State = stateGroups(p, in.State)
-		return p.Pre(ctx, pin)
-	})
-	if err != nil {
-		return nil, pluginErr(err)
-	}
-	return out.State, nil
-}
-
-// Post runs the plugin's post stage.
-func (e *Embodiment) Post(ctx context.Context, in *gateway.PostInput) (map[string][]float32, error) {
-	pin := &plugins.PostInput{
-		RequestID: in.RequestID, Embodiment: e.tag, StateDType: in.StateDtype,
-		ActionPred: in.ActionPred, Horizon: in.Horizon, Dim: in.Dim,
-	}
-	out, err := call(e, func(p *plugins.Plugin) (*plugins.PostOutput, error) {
-		pin.State = stateGroups(p, in.State)
-		return p.Post(ctx, pin)
-	})
-	if err != nil {
-		return nil, pluginErr(err)
-	}
-	acts := make(map[string][]float32, len(out.Actions))
-	for _, a := range out.Actions {
-		acts[a.Key] = a.Values
-	}
-	return acts, nil
-}
-
 // Paths are the resolved asset locations Open uses.
 type Paths struct {
 	Weights, Tokenizer, Plugins, Demo string
 }
 
 // Resolve fills empty directories from the embedded-default layout: the
-// n17-tiny checkpoint, the vendored tokenizer, build/plugins and the
-// checkpoint's demo (<weights>/demo, else <weights>/caseA). root is the
-// checkout (or image) root holding the defaults; "" skips defaults.
+// n17-tiny checkpoint, the vendored tokenizer and build/plugins. root is
+// the checkout (or image) root holding the defaults; "" skips defaults.
+// Demo stays config demo_dir: each embodiment's demo is found by the
+// Catalog (<demo_dir>/<tag>, <weights>/demo/<tag>, …).
 func Resolve(cfg config.Config, root string) Paths {
 	p := Paths{Weights: cfg.WeightsDir, Tokenizer: cfg.TokenizerDir, Plugins: cfg.PluginsDir, Demo: cfg.DemoDir}
 	if root != "" {
@@ -499,21 +229,16 @@ func Resolve(cfg config.Config, root string) Paths {
 			p.Plugins = filepath.Join(root, "build", "plugins")
 		}
 	}
-	if p.Demo == "" && p.Weights != "" {
-		for _, d := range []string{"demo", "caseA"} {
-			if _, err := os.Stat(filepath.Join(p.Weights, d, "request.json")); err == nil {
-				p.Demo = filepath.Join(p.Weights, d)
-				break
-			}
-		}
-	}
 	return p
 }
 
-// Open builds the serving dependencies: plugins (fail fast: every plugin
-// compiled and instantiated), tokenizer + processor, the backend, the demo.
-// Progress is logged with the reference server's boot landmarks. On error
-// everything opened so far is closed.
+// Open builds the serving dependencies, configuration errors first: the
+// checkpoint's config and side files, the tokenizer, the plugin registry,
+// and the default embodiment's plugin loaded and checked against the
+// checkpoint — all before any weight is read — then the backend. The
+// returned Catalog serves every plugin of paths.Plugins; the gateway binds
+// and warms them up. Progress is logged with the reference server's boot
+// landmarks. On error everything opened so far is closed.
 //
 // mp receives the plugin host's metrics (nil: the global provider).
 func Open(ctx context.Context, cfg config.Config, paths Paths, log *slog.Logger, mp metric.MeterProvider) (deps *gateway.Deps, err error) {
@@ -528,55 +253,13 @@ func Open(ctx context.Context, cfg config.Config, paths Paths, log *slog.Logger,
 	if paths.Weights == "" {
 		return nil, errors.New("weights_dir is not set and no default checkpoint was found")
 	}
-	log.Info("Loading weights: " + paths.Weights)
-
-	// Plugins first: the cheapest to fail.
 	if paths.Plugins == "" {
 		return nil, errors.New("plugins_dir is not set and no default plugin directory was found")
 	}
-	ck, err := plugins.ReadCheckpoint(paths.Weights)
+	log.Info("Loading weights: " + paths.Weights)
+	ck, err := ReadCheckpoint(paths.Weights)
 	if err != nil {
-		return nil, err
-	}
-	obs, err := NewObserver(mp)
-	if err != nil {
-		return nil, fmt.Errorf("plugin metrics: %w", err)
-	}
-	popts := []plugins.Option{plugins.WithLogger(log), plugins.WithCheckpoint(ck), plugins.WithObserver(obs)}
-	switch cfg.PluginCacheDir {
-	case "": // the host's default on-disk cache
-	case "-":
-		popts = append(popts, plugins.WithCacheDir(""))
-	default:
-		popts = append(popts, plugins.WithCacheDir(cfg.PluginCacheDir))
-	}
-	t0 := time.Now()
-	emb, err := OpenEmbodiment(ctx, paths.Plugins, cfg.Embodiment, popts...)
-	if err != nil {
-		return nil, fmt.Errorf("plugins_dir %s: embodiment %s: %w", paths.Plugins, cfg.Embodiment, err)
-	}
-	closers = append(closers, func() error {
-		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		return emb.Close(c)
-	})
-	info := emb.Describe()
-	log.Info("Plugins loaded", "dir", paths.Plugins, "plugin", info.Plugin, "version", info.PluginVersion, "ms", time.Since(t0).Milliseconds())
-
-	// Tokenizer + processor.
-	pcfg, err := processor.LoadConfig(filepath.Join(paths.Weights, "processor_config.json"), cfg.Embodiment)
-	if err != nil {
-		return nil, err
-	}
-	desc, err := emb.Description()
-	if err != nil {
-		return nil, err
-	}
-	if err := alignProcessor(&pcfg, &desc); err != nil {
-		return nil, fmt.Errorf("plugin %s vs %s: %w", desc.Name, paths.Weights, err)
-	}
-	if err := checkSlot(paths.Weights, &desc); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("weights_dir: %w", err)
 	}
 	tokPath := paths.Tokenizer
 	if st, err := os.Stat(tokPath); err == nil && st.IsDir() {
@@ -588,7 +271,34 @@ func Open(ctx context.Context, cfg config.Config, paths Paths, log *slog.Logger,
 		return nil, fmt.Errorf("tokenizer_dir: %w", err)
 	}
 
-	// Backend.
+	obs, err := NewObserver(mp)
+	if err != nil {
+		return nil, fmt.Errorf("plugin metrics: %w", err)
+	}
+	popts := []plugins.Option{plugins.WithLogger(log), plugins.WithCheckpoint(ck.Plugin), plugins.WithObserver(obs)}
+	switch cfg.PluginCacheDir {
+	case "": // the host's default on-disk cache
+	case "-":
+		popts = append(popts, plugins.WithCacheDir(""))
+	default:
+		popts = append(popts, plugins.WithCacheDir(cfg.PluginCacheDir))
+	}
+	reg, err := plugins.NewRegistry(paths.Plugins, popts...)
+	if err != nil {
+		return nil, fmt.Errorf("plugins_dir: %w", err)
+	}
+	cat := NewCatalog(reg, ck, tok, CatalogOptions{DemoDir: paths.Demo, DefaultTag: cfg.Embodiment, Logger: log})
+	closers = append(closers, func() error {
+		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return cat.Close(c)
+	})
+	t0 := time.Now()
+	if err := cat.Preopen(ctx, cfg.Embodiment); err != nil {
+		return nil, fmt.Errorf("plugins_dir %s: default embodiment %s: %w", paths.Plugins, cfg.Embodiment, err)
+	}
+	log.Info("Plugins loaded", "dir", paths.Plugins, "default", cfg.Embodiment, "ms", time.Since(t0).Milliseconds())
+
 	log.Info(fmt.Sprintf("Opening device: backend %s (policy %s, threads %d)", cfg.Backend, cfg.Policy, cfg.Threads))
 	t0 = time.Now()
 	be, err := device.Open(ctx, cfg.Backend, device.Options{WeightsDir: paths.Weights, Policy: cfg.Policy, Threads: cfg.Threads})
@@ -598,60 +308,16 @@ func Open(ctx context.Context, cfg config.Config, paths Paths, log *slog.Logger,
 	closers = append(closers, be.Close)
 	facts := be.Facts()
 	log.Info(fmt.Sprintf("Model built in %.1f s", time.Since(t0).Seconds()), "facts", facts)
+	cat.SetMaxSeqLen(facts.MaxSeqLen)
 
-	pcfg.MaxSeqLen = facts.MaxSeqLen
-	proc, err := processor.New(pcfg, tok)
-	if err != nil {
-		return nil, err
-	}
-	enc, err := NewEncoder(proc)
-	if err != nil {
-		return nil, err
-	}
-
-	mcfg, err := model.LoadConfig(paths.Weights)
-	if err != nil {
-		return nil, err
-	}
-	adim := desc.MaxActionDim
-	if adim != mcfg.MaxActionDim {
-		return nil, fmt.Errorf("plugin %s: max_action_dim %d, checkpoint %d", desc.Name, adim, mcfg.MaxActionDim)
-	}
-	// The model denoises mcfg.ActionHorizon steps whatever the embodiment
-	// decodes; the plugin's post keeps the first info.ActionHorizon rows
-	// (upstream's decode), so a shorter embodiment horizon needs nothing
-	// here beyond telling the gateway both.
-	if h := info.ActionHorizon; h <= 0 || h > mcfg.ActionHorizon {
-		return nil, fmt.Errorf("plugin %s: action horizon %d is outside the model's %d denoised steps", desc.Name, h, mcfg.ActionHorizon)
-	}
-	layout := desc.Layout.Name
-	if layout == "" {
-		layout = desc.Embodiment
-	}
-	deps = &gateway.Deps{
-		Encoder: enc, Embodiment: emb, Backend: be, Reloader: emb,
+	return &gateway.Deps{
+		Backend: be, Catalog: cat,
 		Model: gateway.ModelInfo{
-			Version: modelVersion, Layout: layout, ActionDim: adim, ActionHorizon: mcfg.ActionHorizon,
-			DefaultSeed: defaultSeed, MaxTextTokens: pcfg.MaxTextTokens,
+			Version: modelVersion, ActionDim: ck.Model.MaxActionDim, ActionHorizon: ck.Model.ActionHorizon,
+			DefaultSeed: defaultSeed,
 		},
 		Close: closers[0],
-	}
-	if paths.Demo != "" {
-		demo, err := gateway.LoadDemo(paths.Demo)
-		if err != nil {
-			if cfg.WarmupRuns > 0 {
-				return nil, fmt.Errorf("demo_dir: %w", err)
-			}
-			log.Warn("no demo observation", "err", err)
-		} else {
-			deps.Demo = demo
-			if note := goldenNote(paths.Demo); note != "" {
-				deps.Model.Extra = map[string]any{"demo_golden": note}
-				log.Info("demo golden: " + note)
-			}
-		}
-	}
-	return deps, nil
+	}, nil
 }
 
 // observer adapts plugins.Observer to OpenTelemetry instruments:

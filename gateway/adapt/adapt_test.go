@@ -17,9 +17,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gr00tgw/gr00tgw/config"
+	"github.com/gr00tgw/gr00tgw/core/processor"
 	_ "github.com/gr00tgw/gr00tgw/device/cpu"
 	"github.com/gr00tgw/gr00tgw/gateway"
-	"github.com/gr00tgw/gr00tgw/plugins"
 	"github.com/gr00tgw/gr00tgw/plugins/plugintest"
 )
 
@@ -31,10 +31,11 @@ func repoRoot(t *testing.T) string {
 	return r
 }
 
-// pluginsDir returns a directory holding the packed DROID plugin.
+// pluginsDir returns a plugins_dir holding the packed DROID and LIBERO
+// plugins (the shipped set).
 func pluginsDir(t *testing.T, root string) string {
 	t.Helper()
-	return pluginsDirFor(t, root, "droid")
+	return pluginsDirFor(t, root, "droid", "libero")
 }
 
 var (
@@ -43,30 +44,38 @@ var (
 	packed   = map[string]bool{}
 )
 
-// pluginsDirFor packs the plugin package embodiments/<name> from source
+// pluginsDirFor packs the plugin packages embodiments/<name> from source
 // (plugintest.Pack: built once per process with the stock toolchain, the
 // manifest deadline scaled by plugintest.TimeoutScale, because these tests
 // check behaviour on a shared machine and under -race, not production
-// latency) into one per-process directory, and returns that directory.
-// GR00TGW_TEST_PLUGINS points at a prepared directory instead.
-func pluginsDirFor(t *testing.T, root, name string) string {
+// latency) and returns a fresh plugins_dir holding copies of exactly those
+// plugins (the test may change it). GR00TGW_TEST_PLUGINS points at a
+// prepared directory of packed plugins instead.
+func pluginsDirFor(t *testing.T, root string, names ...string) string {
 	t.Helper()
-	if d := os.Getenv("GR00TGW_TEST_PLUGINS"); d != "" {
-		return d
+	src := os.Getenv("GR00TGW_TEST_PLUGINS")
+	if src == "" {
+		packMu.Lock()
+		if packRoot == "" {
+			d, err := os.MkdirTemp("", "gr00tgw-adapt-plugins-")
+			require.NoError(t, err)
+			packRoot = d
+		}
+		for _, name := range names {
+			if !packed[name] {
+				_, err := plugintest.Pack(context.Background(), plugintest.Guest{Dir: filepath.Join(root, "embodiments", name)}, packRoot)
+				require.NoError(t, err, "pack embodiments/%s", name)
+				packed[name] = true
+			}
+		}
+		packMu.Unlock()
+		src = packRoot
 	}
-	packMu.Lock()
-	defer packMu.Unlock()
-	if packRoot == "" {
-		d, err := os.MkdirTemp("", "gr00tgw-adapt-plugins-")
-		require.NoError(t, err)
-		packRoot = d
+	dir := t.TempDir()
+	for _, name := range names {
+		require.NoError(t, os.CopyFS(filepath.Join(dir, name), os.DirFS(filepath.Join(src, name))))
 	}
-	if !packed[name] {
-		_, err := plugintest.Pack(context.Background(), plugintest.Guest{Dir: filepath.Join(root, "embodiments", name)}, packRoot)
-		require.NoError(t, err, "pack embodiments/%s", name)
-		packed[name] = true
-	}
-	return packRoot
+	return dir
 }
 
 func TestMain(m *testing.M) {
@@ -91,7 +100,7 @@ func TestServeTinyCheckpoint(t *testing.T) {
 	cfg.WarmupRuns = 1
 	paths := Resolve(cfg, root)
 	paths.Plugins = pluginsDir(t, root)
-	require.Equal(t, filepath.Join(root, "testdata", "n17-tiny", "caseA"), paths.Demo)
+	demoDir := filepath.Join(root, "testdata", "n17-tiny", "caseA")
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 
 	mp, metrics, err := gateway.NewPrometheus()
@@ -106,7 +115,7 @@ func TestServeTinyCheckpoint(t *testing.T) {
 	}))
 	defer srv.Shutdown(context.Background())
 
-	raw, err := os.ReadFile(filepath.Join(paths.Demo, "request.json"))
+	raw, err := os.ReadFile(filepath.Join(demoDir, "request.json"))
 	require.NoError(t, err)
 	post := func(body []byte) (int, []byte) {
 		req, _ := http.NewRequest("POST", "/predict", bytes.NewReader(body))
@@ -120,13 +129,12 @@ func TestServeTinyCheckpoint(t *testing.T) {
 	require.Equal(t, 200, st, string(b))
 	var got gateway.PredictResponse
 	require.NoError(t, json.Unmarshal(b, &got))
-	demo, err := gateway.LoadDemo(paths.Demo)
+	demo, err := gateway.LoadDemo(demoDir)
 	require.NoError(t, err)
 	assert.Equal(t, 469, got.SeqLen)
 	assert.Equal(t, 8, got.PromptTokens)
 	assert.Equal(t, 24, got.EmbodimentID)
 	assert.Equal(t, "droid", got.Layout)
-	assert.Nil(t, deps.Model.Extra, "caseA's golden is the PyTorch reference, no regression note")
 	assert.Equal(t, gateway.ImageReport{Frames: 2, ReceivedHW: [2]int{180, 320}, VitGridTHW: [3]int{1, 16, 28}}, got.Images["exterior_image_1_left"])
 	for g, want := range demo.Golden {
 		var a, w []float64
@@ -161,25 +169,50 @@ func TestServeTinyCheckpoint(t *testing.T) {
 	assert.Contains(t, string(b), `"field":"instruction"`)
 	assert.Contains(t, string(b), "L_max")
 
-	// A guest validation error keeps the plugin's code and field (400).
-	_, err = deps.Embodiment.Pre(context.Background(), &gateway.PreInput{
-		Embodiment: deps.Embodiment.Describe().Name, Instruction: "x", StateDtype: "float32",
-		State:   map[string][]float64{"eef_9d": make([]float64, 9), "gripper_position": {0}},
-		Cameras: []gateway.CameraImages{{Key: "exterior_image_1_left", Frames: 2, Height: 180, Width: 320}, {Key: "wrist_image_left", Frames: 2, Height: 180, Width: 320}},
-	})
-	var he *gateway.HandlerError
-	require.ErrorAs(t, err, &he)
-	assert.Equal(t, 400, he.Status)
-	assert.Equal(t, "invalid_state", he.Code)
-	assert.Equal(t, "state.joint_position", he.Field)
-	info := deps.Embodiment.Describe()
-	assert.Equal(t, "droid", info.Plugin)
-	assert.Equal(t, []int{-15, 0}, info.VideoDeltaIndices)
+	// A state group missing is the client's error, naming the group.
+	m = map[string]any{}
+	require.NoError(t, json.Unmarshal(raw, &m))
+	delete(m["state"].(map[string]any), "joint_position")
+	body, _ = json.Marshal(m)
+	st, b = post(body)
+	assert.Equal(t, 400, st)
+	assert.Contains(t, string(b), `"field":"state.joint_position"`)
 	assert.Equal(t, 132, deps.Model.ActionDim)
 	assert.Equal(t, 40, deps.Model.ActionHorizon)
 
-	// Reload swaps the plugin set; requests keep working on the new one.
-	require.NoError(t, srv.Reload(context.Background()))
+	// Both shipped embodiments are served from the one checkpoint.
+	require.True(t, srv.WaitBound(context.Background()))
+	var info struct {
+		Embodiments []struct {
+			Name, Plugin, Status string
+			ID                   int
+			Default              bool
+			Layout               gateway.Layout
+		} `json:"embodiments"`
+	}
+	ireq, _ := http.NewRequest("GET", "/info", nil)
+	iresp, err := srv.App().Test(ireq, -1)
+	require.NoError(t, err)
+	ib, _ := io.ReadAll(iresp.Body)
+	require.NoError(t, json.Unmarshal(ib, &info), string(ib))
+	require.Len(t, info.Embodiments, 2, string(ib))
+	assert.Equal(t, "libero_sim", info.Embodiments[0].Name)
+	assert.Equal(t, "ok", info.Embodiments[0].Status)
+	assert.Equal(t, 2, info.Embodiments[0].ID)
+	assert.Equal(t, [3]int{1, 16, 16}, info.Embodiments[0].Layout.VitGridTHW)
+	assert.Equal(t, processor.DROIDTag, info.Embodiments[1].Name)
+	assert.Equal(t, "ok", info.Embodiments[1].Status)
+	assert.True(t, info.Embodiments[1].Default)
+	assert.Equal(t, [3]int{1, 16, 28}, info.Embodiments[1].Layout.VitGridTHW)
+	assert.Equal(t, 51, info.Embodiments[1].Layout.MaxTextTokens)
+
+	// Reload with nothing changed keeps both bindings.
+	changes, err := srv.Reload(context.Background())
+	require.NoError(t, err)
+	require.Len(t, changes, 2)
+	for _, ch := range changes {
+		assert.Equal(t, "unchanged", ch.Change, ch.Embodiment)
+	}
 	st, _ = post(raw)
 	require.Equal(t, 200, st)
 
@@ -192,14 +225,22 @@ func TestServeTinyCheckpoint(t *testing.T) {
 	assert.Contains(t, string(mb), `gateway_plugin_pool_in_use{plugin="droid"} 0`)
 }
 
-func TestOpenEmbodimentSelection(t *testing.T) {
+// A default embodiment no plugin serves fails Open before the backend,
+// naming the tags found.
+func TestOpenUnknownDefault(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the plugin")
+		t.Skip("builds the plugins")
 	}
-	dir := pluginsDir(t, repoRoot(t))
-	_, err := OpenEmbodiment(context.Background(), dir, "no_such_robot")
-	require.ErrorIs(t, err, plugins.ErrUnknownEmbodiment)
+	root := repoRoot(t)
+	cfg := config.Default()
+	cfg.Embodiment = "no_such_robot"
+	paths := Resolve(cfg, root)
+	paths.Plugins = pluginsDir(t, root)
+	_, err := Open(context.Background(), cfg, paths, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	require.ErrorContains(t, err, "no plugin in")
 	assert.Contains(t, err.Error(), "oxe_droid_relative_eef_relative_joint")
-	_, err = OpenEmbodiment(context.Background(), filepath.Join(t.TempDir(), "absent"), "x")
+	assert.Contains(t, err.Error(), "libero_sim")
+	paths.Plugins = filepath.Join(t.TempDir(), "absent")
+	_, err = Open(context.Background(), cfg, paths, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	require.Error(t, err)
 }

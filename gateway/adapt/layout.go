@@ -1,11 +1,7 @@
 package adapt
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 
 	"github.com/gr00tgw/gr00tgw/core/image"
@@ -80,49 +76,4 @@ func alignProcessor(c *processor.Config, d *plugins.Description) error {
 		c.MaxTextTokens = d.Layout.LMax
 	}
 	return nil
-}
-
-// checkSlot verifies that the checkpoint's embodiment_id.json (when
-// present and listing the tag) maps the plugin's embodiment to the
-// projector slot the plugin declares: the backend selects the slot by the
-// plugin's number, so a mismatch would run another robot's projectors.
-func checkSlot(weightsDir string, d *plugins.Description) error {
-	raw, err := os.ReadFile(filepath.Join(weightsDir, "embodiment_id.json"))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("embodiment_id.json: %w", err)
-	}
-	var ids map[string]int
-	if err := json.Unmarshal(raw, &ids); err != nil {
-		return fmt.Errorf("embodiment_id.json: %w", err)
-	}
-	id, ok := ids[d.Embodiment]
-	if !ok {
-		return fmt.Errorf("embodiment_id.json in %s: no entry for embodiment %s (plugin %s, slot %d)", weightsDir, d.Embodiment, d.Name, d.ProjectorSlot)
-	}
-	if id != d.ProjectorSlot {
-		return fmt.Errorf("embodiment_id.json in %s: embodiment %s is slot %d, plugin %s declares %d", weightsDir, d.Embodiment, id, d.Name, d.ProjectorSlot)
-	}
-	return nil
-}
-
-// goldenNote returns the "golden" note of dir/actions.json: what the
-// demo's expected actions are when they are not an independent reference
-// (the libero demo's are a regression golden recorded by gr00tgw itself;
-// the warm-up gate then proves reproducibility, not fidelity). /info
-// reports it as demo_golden. "" when absent or unreadable.
-func goldenNote(dir string) string {
-	raw, err := os.ReadFile(filepath.Join(dir, "actions.json"))
-	if err != nil {
-		return ""
-	}
-	var v struct {
-		Golden string `json:"golden"`
-	}
-	if json.Unmarshal(raw, &v) != nil {
-		return ""
-	}
-	return v.Golden
 }

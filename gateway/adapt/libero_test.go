@@ -44,7 +44,7 @@ type liberoGolden struct {
 // wasm plugin (slot 2, 2 cameras × 1 frame at 256×256, 7 absolute groups,
 // horizon 16) on the CPU backend with the n17-tiny weights — and compares
 // the demo's actions with the regression golden gr00tgw itself recorded
-// (testdata/n17-tiny-libero/demo/README.md). With GR00TGW_UPDATE_GOLDEN=1
+// (testdata/n17-tiny/demo/libero_sim/README.md). With GR00TGW_UPDATE_GOLDEN=1
 // it boots without the warm-up gate and rewrites that golden instead.
 func TestServeLibero(t *testing.T) {
 	if testing.Short() {
@@ -59,11 +59,9 @@ func TestServeLibero(t *testing.T) {
 		cfg.WarmupRuns = 0
 	}
 	cfg.Embodiment = liberoTag
-	cfg.WeightsDir = filepath.Join(root, "testdata", "n17-tiny-libero")
 	paths := Resolve(cfg, root)
 	paths.Plugins = pluginsDirFor(t, root, "libero")
-	demoDir := filepath.Join(cfg.WeightsDir, "demo")
-	require.Equal(t, demoDir, paths.Demo)
+	demoDir := filepath.Join(paths.Weights, "demo", liberoTag)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 
 	srv, err := gateway.New(gateway.Options{Config: cfg, Logger: log})
@@ -113,7 +111,6 @@ func TestServeLibero(t *testing.T) {
 	assert.Less(t, got.SeqLen, 200)
 	assert.Equal(t, 132, deps.Model.ActionDim)
 	assert.Equal(t, 40, deps.Model.ActionHorizon, "the model denoises config.json's horizon")
-	assert.Equal(t, 51, deps.Model.MaxTextTokens)
 
 	goldenPath := filepath.Join(demoDir, "actions.json")
 	if update {
@@ -133,9 +130,6 @@ func TestServeLibero(t *testing.T) {
 	assert.Equal(t, keys, golden.ActionKeys)
 	assert.Equal(t, 16, golden.ActionHorizon)
 	assert.Equal(t, goldenText, golden.Golden)
-	if !update { // Open read the note before this run rewrote the file
-		assert.Equal(t, goldenText, deps.Model.Extra["demo_golden"])
-	}
 	assert.Equal(t, 2, golden.EmbodimentID)
 	for _, k := range keys {
 		require.Len(t, golden.Actions[k], 16, k)
@@ -201,10 +195,28 @@ func TestServeLibero(t *testing.T) {
 		Task struct {
 			ActionHorizon int `json:"action_horizon"`
 		} `json:"task"`
+		Inputs struct {
+			LMax int `json:"L_max"`
+		} `json:"inputs"`
+		Embodiments []struct {
+			Name string
+			Demo struct {
+				Source string
+				Golden bool
+				Note   string
+			}
+		} `json:"embodiments"`
 	}
 	require.NoError(t, json.Unmarshal(ib, &info))
 	assert.Equal(t, []int{40, 132}, info.Noise.Shape)
 	assert.Equal(t, 16, info.Task.ActionHorizon)
+	assert.Equal(t, 51, info.Inputs.LMax)
+	require.Len(t, info.Embodiments, 1)
+	assert.Equal(t, demoDir, info.Embodiments[0].Demo.Source)
+	if !update { // Open read the note before this run rewrote the file
+		assert.True(t, info.Embodiments[0].Demo.Golden)
+		assert.Equal(t, goldenText, info.Embodiments[0].Demo.Note)
+	}
 
 	// Explicit noise covers the model's chunk [40, 132] (or [1, 40, 132]):
 	// 200, 16-step actions, bit-identical on repeat.
@@ -293,41 +305,67 @@ func TestServeLibero(t *testing.T) {
 	}
 }
 
-// TestAlignProcessor checks the reconciliation of processor_config.json
-// with a plugin's describe.
-func TestAlignProcessor(t *testing.T) {
-	pc, err := os.ReadFile(filepath.Join(repoRoot(t), "testdata", "n17-tiny-libero", "processor_config.json"))
-	require.NoError(t, err)
-	libero := func() plugins.Description {
-		d := plugins.Description{Name: "libero", Embodiment: liberoTag, ProjectorSlot: 2, ActionHorizon: 16, MaxActionDim: 132,
-			Layout: abi.Layout{Name: "libero", VitGridTHW: [3]int{1, 16, 16}, LMax: 51}}
-		for _, c := range []string{"image", "wrist_image"} {
-			d.Cameras = append(d.Cameras, abi.Camera{Key: c, DeltaIndices: []int{0}, Height: 256, Width: 256})
-		}
-		return d
+// liberoDescription is the libero plugin's gw_describe as the checks see it.
+func liberoDescription() plugins.Description {
+	d := plugins.Description{Name: "libero", Version: "1.0.0", Embodiment: liberoTag, ProjectorSlot: 2, ActionHorizon: 16,
+		MaxStateDim: 132, MaxActionDim: 132,
+		Language: abi.Language{Key: "annotation.human.action.task_description"},
+		Layout:   abi.Layout{Name: "libero", VitGridTHW: [3]int{1, 16, 16}, LMax: 51}}
+	for _, c := range []string{"image", "wrist_image"} {
+		d.Cameras = append(d.Cameras, abi.Camera{Key: c, DeltaIndices: []int{0}, Height: 256, Width: 256})
 	}
+	for _, k := range []string{"x", "y", "z", "roll", "pitch", "yaw", "gripper"} {
+		dim := 1
+		if k == "gripper" {
+			dim = 2
+		}
+		d.State = append(d.State, abi.StateGroup{Key: k, Dim: dim, DeltaIndices: []int{0}})
+		d.Actions = append(d.Actions, abi.ActionGroup{Key: k, Dim: 1, Rep: abi.RepAbsolute, Type: abi.TypeNonEEF, Format: abi.FormatDefault})
+	}
+	return d
+}
+
+// TestCheckServed: every way a plugin can disagree with the checkpoint
+// is refused with the disagreement named; the agreeing plugin gets its
+// aligned processor config.
+func TestCheckServed(t *testing.T) {
+	ck, err := ReadCheckpoint(filepath.Join(repoRoot(t), "testdata", "n17-tiny"))
+	require.NoError(t, err)
+	swap := func(a []abi.ActionGroup) { a[0], a[1] = a[1], a[0] }
 	for _, tc := range []struct {
 		name    string
 		edit    func(*plugins.Description)
 		wantErr string
 	}{
 		{"ok", func(*plugins.Description) {}, ""},
+		{"slot", func(d *plugins.Description) { d.ProjectorSlot = 3 }, "projector slot 2, the plugin declares 3"},
+		{"slot range", func(d *plugins.Description) { d.ProjectorSlot = 32 }, "outside the checkpoint's 32 slots"},
+		{"unknown tag", func(d *plugins.Description) { d.Embodiment = "new_embodiment"; d.ProjectorSlot = 10 }, "no entry for it"},
+		{"no slot entry", func(d *plugins.Description) { d.Embodiment = "no_such_robot" }, "embodiment_id.json has no entry"},
+		{"state width", func(d *plugins.Description) { d.State[6].Dim = 1 }, "state.gripper has width 2, the plugin's state group 1"},
+		{"state order", func(d *plugins.Description) { d.State[0], d.State[1] = d.State[1], d.State[0] }, "state keys [y x z"},
+		{"state frames", func(d *plugins.Description) { d.State[0].DeltaIndices = []int{-1, 0} }, "state.x frame offsets"},
+		{"action width", func(d *plugins.Description) { d.Actions[0].Dim = 2 }, "action.x has width 1"},
+		{"action order", func(d *plugins.Description) { swap(d.Actions) }, "action keys [y x"},
+		{"relative", func(d *plugins.Description) { d.Actions[0].Rep = abi.RepRelative; d.Actions[0].StateKey = "x" }, "action.x is RELATIVE/NON_EEF/DEFAULT"},
+		{"eef", func(d *plugins.Description) { d.Actions[0].Type = abi.TypeEEF }, "processor_config.json says ABSOLUTE/NON_EEF/DEFAULT"},
+		{"horizon", func(d *plugins.Description) { d.ActionHorizon = 40 }, "action horizon 40, processor_config.json 16"},
+		{"model horizon", func(d *plugins.Description) { d.ActionHorizon = 41 }, "outside the model's 40"},
+		{"max dims", func(d *plugins.Description) { d.MaxStateDim = 64 }, "max_state_dim/max_action_dim 64/132"},
 		{"camera order", func(d *plugins.Description) { d.Cameras[0], d.Cameras[1] = d.Cameras[1], d.Cameras[0] }, "plugin cameras"},
 		{"frames", func(d *plugins.Description) { d.Cameras[1].DeltaIndices = []int{-15, 0} }, "frame offsets"},
-		{"horizon", func(d *plugins.Description) { d.ActionHorizon = 40 }, "action horizon"},
 		{"grid", func(d *plugins.Description) { d.Layout.VitGridTHW = [3]int{1, 16, 28} }, "gives grid"},
 		{"frame size", func(d *plugins.Description) { d.Cameras[0].Width = 320 }, "gives grid"},
+		{"language", func(d *plugins.Description) { d.Language.Key = "annotation.language.language_instruction" }, "language key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := processor.ParseConfig(pc, liberoTag)
-			require.NoError(t, err)
-			require.Equal(t, image.Grid{}, c.RequireGrid)
-			d := libero()
+			d := liberoDescription()
 			tc.edit(&d)
-			err = alignProcessor(&c, &d)
+			c, err := checkServed(&d, ck)
 			if tc.wantErr != "" {
-				require.ErrorIs(t, err, processor.ErrConfig)
+				require.Error(t, err)
 				assert.Contains(t, err.Error(), tc.wantErr)
+				assert.Contains(t, err.Error(), "plugin libero 1.0.0 vs checkpoint")
 				return
 			}
 			require.NoError(t, err)
@@ -336,45 +374,90 @@ func TestAlignProcessor(t *testing.T) {
 			assert.Equal(t, 16, c.ActionHorizon)
 		})
 	}
-	// DROID: the processor's own grid must agree with the plugin's.
-	c, err := processor.ParseConfig(pc, processor.DROIDTag)
+
+	// A mean/std state encoding is beyond the plugin contract.
+	dir := tinyCheckpointCopy(t)
+	pc, err := os.ReadFile(filepath.Join(dir, "processor_config.json"))
 	require.NoError(t, err)
-	d := libero()
-	d.Embodiment = processor.DROIDTag
-	d.ActionHorizon = 40
-	d.Cameras = []abi.Camera{{Key: "exterior_image_1_left", DeltaIndices: []int{-15, 0}, Height: 180, Width: 320}, {Key: "wrist_image_left", DeltaIndices: []int{-15, 0}, Height: 180, Width: 320}}
-	d.Layout.VitGridTHW = [3]int{1, 16, 28}
-	require.NoError(t, alignProcessor(&c, &d))
-	d.Layout.VitGridTHW = [3]int{1, 16, 16}
-	d.Cameras[0].Width, d.Cameras[1].Width = 180, 180
-	assert.ErrorContains(t, alignProcessor(&c, &d), "processor grid")
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(pc, &doc))
+	doc["processor_kwargs"].(map[string]any)["modality_configs"].(map[string]any)[liberoTag].(map[string]any)["state"].(map[string]any)["mean_std_embedding_keys"] = []string{"x"}
+	pc, _ = json.Marshal(doc)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "processor_config.json"), pc, 0o644))
+	ck2, err := ReadCheckpoint(dir)
+	require.NoError(t, err)
+	d := liberoDescription()
+	_, err = checkServed(&d, ck2)
+	assert.ErrorContains(t, err, "mean/std")
 }
 
-// TestCheckSlot checks embodiment_id.json against the plugin's slot.
-func TestCheckSlot(t *testing.T) {
-	dir := filepath.Join(repoRoot(t), "testdata", "n17-tiny-libero")
-	require.NoError(t, checkSlot(dir, &plugins.Description{Name: "libero", Embodiment: liberoTag, ProjectorSlot: 2}))
-	assert.ErrorContains(t, checkSlot(dir, &plugins.Description{Name: "libero", Embodiment: liberoTag, ProjectorSlot: 3}), "is slot 2")
-	assert.ErrorContains(t, checkSlot(dir, &plugins.Description{Name: "x", Embodiment: "no_such", ProjectorSlot: 3}), "no entry")
-	require.NoError(t, checkSlot(t.TempDir(), &plugins.Description{Embodiment: "x"}))
+// tinyCheckpointCopy is a writable copy of n17-tiny's side files with the
+// weights linked, for tests that edit the side files.
+func tinyCheckpointCopy(t *testing.T) string {
+	t.Helper()
+	src := filepath.Join(repoRoot(t), "testdata", "n17-tiny")
+	dir := t.TempDir()
+	for _, f := range []string{"config.json", "backbone_config.json", "processor_config.json", "statistics.json", "embodiment_id.json"} {
+		b, err := os.ReadFile(filepath.Join(src, f))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, f), b, 0o644))
+	}
+	require.NoError(t, os.Symlink(filepath.Join(src, "model.safetensors"), filepath.Join(dir, "model.safetensors")))
+	require.NoError(t, os.Symlink(filepath.Join(src, "caseA"), filepath.Join(dir, "caseA")))
+	return dir
 }
 
-// TestOpenLiberoOnDROIDCheckpoint: the libero plugin cannot serve a
-// checkpoint without libero_sim statistics/modality config; Open fails
-// naming the embodiment and leaves nothing open.
+// TestOpenLiberoOnDROIDCheckpoint: the libero plugin cannot be the default
+// embodiment of a checkpoint without libero_sim statistics; Open fails
+// naming the embodiment, before the backend, and leaves nothing open.
+// With DROID as the default the same checkpoint serves, and libero_sim is
+// refused with its reason.
 func TestOpenLiberoOnDROIDCheckpoint(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the plugin")
 	}
 	root := repoRoot(t)
+	dir := tinyCheckpointCopy(t)
+	var stats map[string]json.RawMessage
+	b, err := os.ReadFile(filepath.Join(dir, "statistics.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &stats))
+	delete(stats, liberoTag)
+	b, _ = json.Marshal(stats)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "statistics.json"), b, 0o644))
+
 	cfg := config.Default()
 	cfg.Embodiment = liberoTag
 	cfg.WarmupRuns = 0
-	cfg.WeightsDir = filepath.Join(root, "testdata", "n17-tiny")
+	cfg.WeightsDir = dir
 	paths := Resolve(cfg, root)
-	paths.Plugins = pluginsDirFor(t, root, "libero")
-	_, err := Open(context.Background(), cfg, paths, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	paths.Plugins = pluginsDir(t, root)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	_, err = Open(context.Background(), cfg, paths, log, nil)
 	require.Error(t, err)
-	t.Log(err)
-	assert.Contains(t, err.Error(), liberoTag)
+	assert.Contains(t, err.Error(), "default embodiment "+liberoTag)
+	assert.Contains(t, err.Error(), "statistics")
+
+	cfg = config.Default()
+	cfg.Threads = 2
+	cfg.WeightsDir = dir
+	srv, err := gateway.New(gateway.Options{Config: cfg, Logger: log})
+	require.NoError(t, err)
+	require.NoError(t, srv.Start(context.Background(), func(ctx context.Context) (*gateway.Deps, error) {
+		return Open(ctx, cfg, paths, log, nil)
+	}))
+	defer srv.Shutdown(context.Background())
+	require.True(t, srv.WaitBound(context.Background()))
+	req, _ := http.NewRequest("GET", "/info", nil)
+	resp, err := srv.App().Test(req, -1)
+	require.NoError(t, err)
+	ib, _ := io.ReadAll(resp.Body)
+	var info struct {
+		Embodiments []struct{ Name, Status string } `json:"embodiments"`
+	}
+	require.NoError(t, json.Unmarshal(ib, &info))
+	require.Len(t, info.Embodiments, 2)
+	assert.Equal(t, liberoTag, info.Embodiments[0].Name)
+	assert.Contains(t, info.Embodiments[0].Status, "statistics")
+	assert.Equal(t, "ok", info.Embodiments[1].Status)
 }

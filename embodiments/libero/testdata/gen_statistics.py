@@ -33,13 +33,18 @@ json.dump({"libero_sim": {"state": state, "action": action}}, open(os.path.join(
 
 keys_s = ["x", "y", "z", "roll", "pitch", "yaw", "gripper"]
 keys_a = ["x", "y", "z", "roll", "pitch", "yaw", "gripper"]
+def modality(delta, keys):
+    # upstream's save_pretrained writes every field of an entry, nulls
+    # included; libero_sim has no action_configs (null: all ABSOLUTE).
+    return {"delta_indices": delta, "modality_keys": keys, "sin_cos_embedding_keys": None,
+            "mean_std_embedding_keys": None, "action_configs": None}
+
 proc = {"processor_class": "Gr00tN1d7Processor", "processor_kwargs": {
     "modality_configs": {"libero_sim": {
-        "video": {"delta_indices": [0], "modality_keys": ["image", "wrist_image"]},
-        "state": {"delta_indices": [0], "modality_keys": keys_s},
-        "action": {"delta_indices": list(range(16)), "modality_keys": keys_a,
-                   "action_configs": [{"rep": "ABSOLUTE", "type": "NON_EEF", "format": "DEFAULT", "state_key": None}] * len(keys_a)},
-        "language": {"delta_indices": [0], "modality_keys": ["annotation.human.action.task_description"]}}},
+        "video": modality([0], ["image", "wrist_image"]),
+        "state": modality([0], keys_s),
+        "action": modality(list(range(16)), keys_a),
+        "language": modality([0], ["annotation.human.action.task_description"])}},
     "max_state_dim": 132, "max_action_dim": 132, "max_action_horizon": 40,
     "use_percentiles": True, "use_mean_std": False, "clip_outliers": True,
     "use_relative_action": False, "letter_box_transform": False}}
