@@ -130,7 +130,7 @@ func (s *Server) update(fn func(next *servedSet)) {
 // POST /admin/reload.
 type change struct {
 	Embodiment    string `json:"embodiment"`
-	Change        string `json:"change"` // added, replaced, retired, refused, unchanged, kept
+	Change        string `json:"change"` // added, replaced, retired, refused, unchanged
 	Revision      string `json:"revision,omitempty"`
 	Plugin        string `json:"plugin,omitempty"`
 	PluginVersion string `json:"plugin_version,omitempty"`
@@ -232,16 +232,11 @@ func (s *Server) refuse(tag string, c Candidate, cur *entry, err error) change {
 	return ch
 }
 
-// remove retires a served tag that is no longer in the catalog. The
-// default embodiment is never removed by a reload: requests that name no
-// embodiment would all fail.
+// remove retires a served tag that is no longer wanted. (The default
+// embodiment is always wanted: a reload that finds no plugin for it
+// refuses that, and the loaded version keeps serving.)
 func (s *Server) remove(tag string) change {
 	cur := s.set.Load().entries[tag]
-	if tag == s.cfg.Embodiment {
-		reason := "the default embodiment's plugin is gone from the catalog; the loaded version keeps serving"
-		s.log.Error("embodiment kept", "embodiment", tag, "reason", reason)
-		return change{Embodiment: tag, Change: "kept", Revision: cur.revision, Plugin: cur.info.Plugin, PluginVersion: cur.info.PluginVersion, Reason: reason}
-	}
 	s.update(func(n *servedSet) {
 		delete(n.entries, tag)
 		delete(n.refused, tag)
