@@ -8,8 +8,10 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 
+	"github.com/gr00tgw/gr00tgw/assets"
 	"github.com/gr00tgw/gr00tgw/plugins"
 	"github.com/gr00tgw/gr00tgw/plugins/plugintest"
 )
@@ -48,7 +50,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 func pluginVerify(ctx context.Context, w io.Writer, args []string) error {
 	fs := flag.NewFlagSet("plugin verify", flag.ContinueOnError)
 	cases := fs.String("cases", "", "directory of fixture cases (*.json, see plugins/plugintest.Case); statistics.json there is used as the checkpoint")
-	ckpt := fs.String("checkpoint", "", "checkpoint directory with statistics.json (and processor_config.json) for gw_init")
+	ckpt := fs.String("checkpoint", "", "checkpoint directory with statistics.json (and processor_config.json) for gw_init (default: the cases' statistics.json, else the embedded default checkpoint)")
 	cacheDir := fs.String("cache-dir", "", "wazero compilation cache directory (default: in memory)")
 	verbose := fs.Bool("v", false, "log plugin output and host events")
 	pos, err := parseInterspersed(fs, args)
@@ -64,6 +66,15 @@ func pluginVerify(ctx context.Context, w io.Writer, args []string) error {
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	opts := []plugins.Option{plugins.WithCacheDir(*cacheDir), plugins.WithLogger(logger)}
+	if *ckpt == "" && (*cases == "" || !fileExists(filepath.Join(*cases, "statistics.json"))) {
+		// The embedded default checkpoint carries the statistics of every
+		// shipped embodiment.
+		d, err := assets.Path(assets.CheckpointDir)
+		if err != nil {
+			return fmt.Errorf("plugin verify: no --checkpoint and %w", err)
+		}
+		*ckpt = d
+	}
 	rep, err := plugintest.Verify(ctx, pos[0], plugintest.VerifyOptions{CasesDir: *cases, CheckpointDir: *ckpt, HostOptions: opts})
 	if err != nil {
 		fmt.Fprintf(w, "FAIL %s: %v\n", pos[0], err)
@@ -84,3 +95,5 @@ func pluginVerify(ctx context.Context, w io.Writer, args []string) error {
 	}
 	return nil
 }
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
