@@ -1,3 +1,5 @@
+//go:build amd64 && !purego
+
 #include "textflag.h"
 
 // func axpyAVX2(y, x *float32, n int, a float32)
