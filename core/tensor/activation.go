@@ -57,20 +57,52 @@ func MatMulAct(k Kernels, y, x []float32, m int, w Packed, bias []float32, act A
 }
 
 // Activate applies act to every element of x in place, on the calling
-// goroutine. With AVX-512, GELU-tanh and SiLU take the SIMD path for every
-// element (exp by a Cephes-style polynomial: SiLU within ~2 ulp of the
-// float64 formula, GELU-tanh within ~30 ulp in its far negative tail where
-// the value is < 1e-6·|x|); elsewhere, and for GELU-erf, the float64
-// reference functions below are used. Results depend only on the value, not
-// on its position, so fused and unfused activations agree bit for bit.
-func Activate(act Activation, x []float32) {
+// goroutine, with the best vector level of the CPU (AVX-512F, else
+// AVX2+FMA), or with the scalar float64 references GELUTanh, GELUErf and
+// SiLU where there is none (other architectures, -tags purego). Results
+// depend only on the value, not on its position, so fused and unfused
+// activations agree bit for bit.
+//
+// Accuracy contract of the vector kernels (SiLU and SiLUMul, GELU-tanh,
+// GELU-erf, and the exp of the attention softmax). AVX-512 and AVX2 run the
+// same operation sequence and return the same bits for every input. Errors
+// are in float32 ulps of the exact value (0.5 = correctly rounded; the ulp
+// of a subnormal is 2⁻¹⁴⁹), measured against float64 oracles written with
+// package math (exp, x/(1+e⁻ˣ), x/(1+e⁻²ᵘ), x·erfc(−x/√2)/2) over every
+// 4099th float32 of both signs, every 1021st in [−110, 110] (TestVecAccuracy)
+// and, once, every 3rd in [−110, 110], plus ±0, ±tiny and subnormal inputs,
+// the exp overflow (88.72) and underflow (−87.34, −103.97) boundaries,
+// ±16, ±large, ±MaxFloat32, ±Inf and NaN:
+//
+//	exp        ≤ 1.01 ulp; +Inf above 88.72, gradual underflow to 0 below −103.97
+//	SiLU       ≤ 3.3 ulp everywhere, subnormal results included
+//	GELU-erf   ≤ 3.1 ulp for |x| < 1 (Taylor series of Φ), ≤ 7 ulp elsewhere
+//	           (Numerical Recipes' erfc with −x²/2 split exactly, so the
+//	           negative tail keeps its relative accuracy down to underflow)
+//	GELU-tanh  ≤ 2 ulp for x ≥ 0, ≤ 3.4 ulp for x ≥ −1, ≤ 30 ulp for
+//	           x > −4.6; below, where |y| < 1e-6·|x|, |error| ≤ 2e-12·|x|
+//
+// GELU-tanh's error grows in the negative tail because the fp32 argument
+// u = √(2/π)·(x + 0.044715·x³) carries ~1 ulp of relative error that
+// e^(−2|u|) multiplies by 2|u| (torch's fp32 formula has the same
+// conditioning). For x < 0, GELU-tanh and SiLU are evaluated as
+// x·e/(1 + e) with e = e^(−|s|) (scaled by 2²⁴ to stay normal), so they
+// underflow gradually instead of overflowing exp. NaN gives NaN, +Inf gives +Inf and
+// −Inf gives NaN (as the float64 formulas do). The scalar references agree
+// to 0.5 ulp, except that GELUTanh's 0.5·x·(1 + tanh u) and GELUErf's
+// 0.5·x·(1 + erf(x/√2)) cancel in float64 below x ≈ −5.5 and −5.9, where
+// the results are below 1e-11·|x| and 1e-8·|x|.
+func Activate(act Activation, x []float32) { activateKind(vecKind, act, x) }
+
+// activateKind is Activate at vector level kind (0: the scalar references).
+func activateKind(kind kernelKind, act Activation, x []float32) {
 	switch act {
 	case ActNone:
 		return
-	case ActGELUTanh, ActSiLU:
-		done := activateSIMD(act, x)
-		x = x[done:]
-	case ActGELUErf:
+	case ActGELUTanh, ActSiLU, ActGELUErf:
+		if activateSIMD(kind, act, x) {
+			return
+		}
 	default:
 		panic(fmt.Sprintf("tensor: Activate: unknown activation %d", int(act)))
 	}
@@ -97,13 +129,13 @@ func activateGo(act Activation, x []float32) {
 
 // SiLUMul sets x[i] = SiLU(x[i])·y[i] in place (the SwiGLU gate, x the
 // gate projection, y the up projection), on the calling goroutine, with the
-// same SIMD SiLU as Activate. It panics if len(y) < len(x).
+// same vector SiLU as Activate (one more rounding for the product). It panics if len(y) < len(x).
 func SiLUMul(x, y []float32) {
 	if len(y) < len(x) {
 		panic(fmt.Sprintf("tensor: SiLUMul: y has %d floats, x %d", len(y), len(x)))
 	}
 	y = y[:len(x)]
-	if siluMulSIMD(x, y) {
+	if siluMulSIMD(vecKind, x, y) {
 		return
 	}
 	for i, v := range x {

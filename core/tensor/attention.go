@@ -79,8 +79,9 @@ const attnChunkRows = 48
 // Attention computes AttentionArgs on every core. With a SIMD GEMM
 // (AVX-512 or AVX2) both products run on the packed micro-kernels: K and V
 // are packed once per call and head, then each (head, 48-query chunk) item
-// computes its score block with one GEMM, the softmax in place (AVX-512 exp)
-// and the output with a second GEMM. Without SIMD it runs a scalar loop.
+// computes its score block with one GEMM, the softmax in place (vector exp
+// of the same level, ≤ 1 ulp, see Activate) and the output with a second
+// GEMM. Without SIMD it runs a scalar loop (float64 exp).
 //
 // An Attention keeps its packing and score buffers between calls, so warm
 // calls do not allocate. It is not safe for concurrent use: give each
@@ -287,7 +288,7 @@ func (ar *attnRows) run(part, worker int) {
 				}
 			}
 		}
-		inv[r] = softmaxRow(row)
+		inv[r] = softmaxRow(at.kind, row)
 	}
 
 	// Pack the probabilities (first nkEff keys): pa[ir][j][r].
@@ -325,10 +326,11 @@ func (ar *attnRows) run(part, worker int) {
 }
 
 // softmaxRow replaces row by exp(row − max(row)) and returns 1/Σ, or fills
-// it with zeros and returns 0 when every entry is −Inf. len(row) is a
-// multiple of 16 on the SIMD path.
-func softmaxRow(row []float32) float32 {
-	mx, ok := rowMaxSIMD(row)
+// it with zeros and returns 0 when every entry is −Inf, at vector level
+// kind (AVX-512 or AVX2, the same bits; exp as in Activate's contract) when
+// len(row) is a multiple of 16, else in float64.
+func softmaxRow(kind kernelKind, row []float32) float32 {
+	mx, ok := rowMaxSIMD(kind, row)
 	if !ok {
 		mx = float32(math.Inf(-1))
 		for _, v := range row {
@@ -339,7 +341,7 @@ func softmaxRow(row []float32) float32 {
 		clear(row)
 		return 0
 	}
-	sum, ok := expShiftSumSIMD(row, mx)
+	sum, ok := expShiftSumSIMD(kind, row, mx)
 	if !ok {
 		var s float64
 		for j, v := range row {

@@ -355,7 +355,7 @@ func (ph *gemmPhase) run(part, worker int) {
 					}
 					if last && st.act != ActNone {
 						for r := i0; r < i0+mr; r++ {
-							Activate(st.act, st.y[r*n+j0:r*n+j0+nr])
+							activateKind(bk.kind, st.act, st.y[r*n+j0:r*n+j0+nr])
 						}
 					}
 					continue
@@ -382,7 +382,7 @@ func (ph *gemmPhase) run(part, worker int) {
 						}
 					}
 					if last {
-						Activate(st.act, dst)
+						activateKind(bk.kind, st.act, dst)
 					}
 				}
 			}

@@ -12,10 +12,17 @@ func callKernelBF16(kind kernelKind, a *float32, b *uint16, c *float32, ldc, kc,
 
 func widenBF16(kind kernelKind, dst []float32, src []uint16) { widenBF16Go(dst, src) }
 
-func activateSIMD(act Activation, x []float32) int { return 0 }
+// vecKind is 0: the elementwise kernels run their scalar references.
+const vecKind kernelKind = 0
 
-func rowMaxSIMD(row []float32) (float32, bool) { return 0, false }
+func vecKinds() []kernelKind { return []kernelKind{0} }
 
-func expShiftSumSIMD(row []float32, shift float32) (float32, bool) { return 0, false }
+func activateSIMD(kind kernelKind, act Activation, x []float32) bool { return false }
 
-func siluMulSIMD(x, y []float32) bool { return false }
+func rowMaxSIMD(kind kernelKind, row []float32) (float32, bool) { return 0, false }
+
+func expShiftSumSIMD(kind kernelKind, row []float32, shift float32) (float32, bool) {
+	return 0, false
+}
+
+func siluMulSIMD(kind kernelKind, x, y []float32) bool { return false }

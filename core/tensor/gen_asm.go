@@ -1,6 +1,8 @@
 //go:build ignore
 
-// gen_asm writes gemm_amd64.s, the SIMD GEMM micro-kernels. Regenerate with
+// gen_asm writes gemm_amd64.s: the SIMD GEMM micro-kernels, and the
+// elementwise kernels (activations, softmax exp) for AVX-512F and AVX2+FMA.
+// Regenerate with
 //
 //	cd core/tensor && go run gen_asm.go && go vet .
 package main
@@ -197,183 +199,487 @@ func widen(name, reg string, lanes int) {
 	p("RET")
 }
 
-// act emits func actAVX512(x *float32, n, kind int): in place, n a multiple
-// of 16; kind 1 = GELU-tanh x/(1+exp(-2·c·(x+0.044715x³))), kind 2 = SiLU
-// x/(1+exp(-x)). exp is the Cephes expf scheme: n = round(t·log2e),
-// r = t − n·ln2 (two-part ln2), a degree-5 polynomial for e^r − 1 − r, and
-// VSCALEFPS for the 2^n factor (which saturates to 0 or +Inf); t is clamped
-// to [−200, 200] so that n stays finite.
-func act() {
-	consts := []struct {
-		name string
-		v    float64
-	}{
-		{"hi", 200},
-		{"lo", -200},
-		{"log2e", 1.44269504088896341},
-		{"c1", 0.693359375},
-		{"c2", -2.12194440e-4},
-		{"p0", 1.9875691500e-4},
-		{"p1", 1.3981999507e-3},
-		{"p2", 8.3334519073e-3},
-		{"p3", 4.1665795894e-2},
-		{"p4", 1.6666665459e-1},
-		{"p5", 5.0000001201e-1},
-		{"one", 1},
-		{"gk", 0.044715},
-		{"gm2c", -2 * 0.7978845608028654}, // -2·sqrt(2/π)
+// The elementwise kernels (activations, softmax helpers) are emitted once
+// per vector ISA from the same operation sequence, so that the AVX2 and
+// AVX-512 versions round identically and agree bit for bit: every lane goes
+// through the same IEEE operations (VROUNDPS and VRNDSCALEPS $0 both round
+// to nearest even; VSCALEFPS and the two-step 2^n1·2^n2 of AVX2 both round
+// p·2^n once, see expv), and the softmax sum keeps AVX-512's 16 partial sums
+// on AVX2 as two ymm accumulators reduced in the same order.
+
+// vconst is one entry of the vector constant table vconst<>, each value
+// replicated across 64 bytes so that AVX-512 and AVX2 code can use it as a
+// full-width memory operand.
+type vconst struct {
+	name string
+	bits uint32
+	doc  string
+}
+
+func f32c(name string, v float64) vconst {
+	return vconst{name, math.Float32bits(float32(v)), fmt.Sprintf("%g", float32(v))}
+}
+
+func i32c(name string, v uint32) vconst {
+	return vconst{name, v, fmt.Sprintf("0x%08x", v)}
+}
+
+// vconsts are the constants of the elementwise kernels. exp is the Cephes
+// expf scheme: n = round(t·log2e), r = t − n·c1 − n·c2 (c1 + c2 = ln 2,
+// c1 exact in 9 bits), e^r = 1 + r + r²·P(r) with a degree-5 P. The erfc
+// of GELU-erf is Numerical Recipes' erfcc: erfc(z) = t·exp(−z² + E(t)),
+// t = 1/(1 + z/2), E a degree-9 polynomial (fractional error < 1.2e-7).
+var vconsts = []vconst{
+	f32c("hi", 200),
+	f32c("lo", -200),
+	f32c("log2e", 1.44269504088896341),
+	f32c("c1", 0.693359375),
+	f32c("c2", -2.12194440e-4),
+	f32c("p0", 1.9875691500e-4),
+	f32c("p1", 1.3981999507e-3),
+	f32c("p2", 8.3334519073e-3),
+	f32c("p3", 4.1665795894e-2),
+	f32c("p4", 1.6666665459e-1),
+	f32c("p5", 5.0000001201e-1),
+	f32c("one", 1),
+	f32c("gk", 0.044715),
+	f32c("gm2c", -2*0.7978845608028654), // −2·√(2/π)
+	i32c("abs", 0x7fffffff),
+	i32c("sign", 0x80000000),
+	f32c("n160", 160),
+	f32c("nm160", -160),
+	i32c("bias", 127),
+	f32c("e16", 16),
+	f32c("em16", -16),
+	f32c("ek", 0.5/math.Sqrt2), // z/2 = |x|/(2√2)
+	f32c("half", 0.5),
+	f32c("c24", 24),
+	f32c("c2p24", 0x1p24),
+	f32c("c2m24", 0x1p-24),
+	f32c("mhalf", -0.5),
+	f32c("e0", -1.26551223),
+	f32c("e1", 1.00002368),
+	f32c("e2", 0.37409196),
+	f32c("e3", 0.09678418),
+	f32c("e4", -0.18628806),
+	f32c("e5", 0.27886807),
+	f32c("e6", -1.13520398),
+	f32c("e7", 1.48851587),
+	f32c("e8", -0.82215223),
+	f32c("e9", 0.17087277),
+	// Φ(x) − 1/2 = x·R(x²) for |x| < 1: the Taylor series of erf(x/√2)/2,
+	// R(u) = Σ sₙuⁿ, sₙ = (−1)ⁿ/(√(2π)·2ⁿ·n!·(2n+1)), truncated after s₇
+	// (the first omitted term is < 6e-9 of R).
+	f32c("s0", 1/math.Sqrt(2*math.Pi)),
+	f32c("s1", -1/math.Sqrt(2*math.Pi)/6),
+	f32c("s2", 1/math.Sqrt(2*math.Pi)/40),
+	f32c("s3", -1/math.Sqrt(2*math.Pi)/336),
+	f32c("s4", 1/math.Sqrt(2*math.Pi)/3456),
+	f32c("s5", -1/math.Sqrt(2*math.Pi)/42240),
+	f32c("s6", 1/math.Sqrt(2*math.Pi)/599040),
+	f32c("s7", -1/math.Sqrt(2*math.Pi)/9676800),
+}
+
+// vconstTable emits vconst<>.
+func vconstTable() {
+	for i, c := range vconsts {
+		fmt.Fprintf(&out, "\n// %s = %s\n", c.name, c.doc)
+		for q := 0; q < 8; q++ {
+			fmt.Fprintf(&out, "DATA vconst<>+%d(SB)/8, $0x%08x%08x\n", i*64+q*8, c.bits, c.bits)
+		}
 	}
-	reg := map[string]string{}
-	for i, c := range consts {
-		fmt.Fprintf(&out, "DATA actConst<>+%d(SB)/4, $0x%08x // %s = %g\n", i*4, math.Float32bits(float32(c.v)), c.name, c.v)
-		reg[c.name] = fmt.Sprintf("Z%d", 16+i)
+	fmt.Fprintf(&out, "GLOBL vconst<>(SB), RODATA|NOPTR, $%d\n", len(vconsts)*64)
+}
+
+// vec is one vector ISA of the elementwise kernels. Temporaries are
+// registers 0–8; constants named in a function's preload list live in the
+// registers from 9 (AVX2: up to Y15) or 16 (AVX-512: up to Z31) in order,
+// the others are read from vconst<> as memory operands.
+type vec struct {
+	name  string // "AVX512" or "AVX2"
+	reg   string // "Z" or "Y"
+	lanes int
+	creg  map[string]string
+}
+
+var (
+	vAVX512 = &vec{name: "AVX512", reg: "Z", lanes: 16}
+	vAVX2   = &vec{name: "AVX2", reg: "Y", lanes: 8}
+)
+
+// r names temporary register i.
+func (v *vec) r(i int) string { return fmt.Sprintf("%s%d", v.reg, i) }
+
+// c returns the operand for constant name: its register if preloaded, else
+// the memory operand.
+func (v *vec) c(name string) string {
+	if r, ok := v.creg[name]; ok {
+		return r
 	}
-	fmt.Fprintf(&out, "GLOBL actConst<>(SB), RODATA|NOPTR, $%d\n", len(consts)*4)
-	fmt.Fprintf(&out, "\n// func actAVX512(x *float32, n, kind int)\n")
-	fmt.Fprintf(&out, "TEXT ·actAVX512(SB), NOSPLIT, $0-24\n")
+	for i, c := range vconsts {
+		if c.name == name {
+			return fmt.Sprintf("vconst<>+%d(SB)", i*64)
+		}
+	}
+	panic("unknown constant " + name)
+}
+
+// cr returns constant name as a register (for the operand positions that
+// cannot be memory, and for NaN propagation through VMINPS/VMAXPS, whose
+// second source — the Go assembler's first operand — is what they return
+// when either input is NaN).
+func (v *vec) cr(name string) string {
+	r, ok := v.creg[name]
+	if !ok {
+		panic(v.name + ": constant " + name + " must be preloaded")
+	}
+	return r
+}
+
+// preload loads constants into the constant registers.
+func (v *vec) preload(names ...string) {
+	first, last := 16, 31
+	if v.reg == "Y" {
+		first, last = 9, 15
+	}
+	v.creg = map[string]string{}
+	for i, n := range names {
+		if first+i > last {
+			break
+		}
+		reg := fmt.Sprintf("%s%d", v.reg, first+i)
+		p("VMOVUPS %s, %s // %s", v.c(n), reg, n)
+		v.creg[n] = reg
+	}
+}
+
+// zero returns the zeroing idiom for register r.
+func (v *vec) zero(r string) string {
+	if v.reg == "Z" {
+		return fmt.Sprintf("VPXORD %s, %s, %s", r, r, r)
+	}
+	return fmt.Sprintf("VPXOR %s, %s, %s", r, r, r)
+}
+
+// expv emits R3 = exp(R1 + lo) (lo a register, or "" for exp(R1)),
+// clobbering R1, R2, R4. Without lo, R1 is first clamped to [−200, 200]
+// with NaN passed through; with lo, the caller bounds R1 + lo. With adj (a
+// scratch register, clobbered on AVX2), the result is scaled by 2²⁴ in the
+// lanes where R0 is negative (K1 on AVX-512, set by the caller), so that a
+// tiny exp stays a normal float there and the caller rounds into the
+// subnormal range once, at the end.
+//
+// With lo, n is rounded from R1 + lo and r = (R1 − n·c1) − n·c2 + lo: the
+// first step is exact for |R1| ≥ 1, so a large R1 (−x²/2 in GELU-erf) adds
+// no rounding error beyond that of lo.
+//
+// The 2^n factor: VSCALEFPS on AVX-512; on AVX2, n is clamped to
+// [−160, 160] (p·2^n is +Inf or 0 beyond either way, p ∈ [0.7, 1.42]) and
+// applied as 2^n1·2^n2 with n1 = n>>1, n2 = n − n1, two normal powers of
+// two: p·2^n1 is exact, so the second product rounds p·2^n once, as
+// VSCALEFPS does, gradual underflow included.
+func (v *vec) expv(lo, adj string) {
+	r := v.r
+	if lo == "" {
+		p("VMINPS %s, %s, %s", r(1), v.cr("hi"), r(1))
+		p("VMAXPS %s, %s, %s", r(1), v.cr("lo"), r(1))
+		p("VMULPS %s, %s, %s", v.c("log2e"), r(1), r(2))
+	} else {
+		p("VADDPS %s, %s, %s", lo, r(1), r(2))
+		p("VMULPS %s, %s, %s", v.c("log2e"), r(2), r(2))
+	}
+	if v.reg == "Z" {
+		p("VRNDSCALEPS $0, %s, %s", r(2), r(2))
+	} else {
+		p("VROUNDPS $0, %s, %s", r(2), r(2))
+	}
+	p("VFNMADD231PS %s, %s, %s", v.c("c1"), r(2), r(1))
+	p("VFNMADD231PS %s, %s, %s", v.c("c2"), r(2), r(1))
+	if lo != "" {
+		p("VADDPS %s, %s, %s", lo, r(1), r(1))
+	}
+	p("VMOVUPS %s, %s", v.c("p0"), r(3))
+	for _, c := range []string{"p1", "p2", "p3", "p4", "p5"} {
+		p("VFMADD213PS %s, %s, %s", v.c(c), r(1), r(3))
+	}
+	p("VMULPS %s, %s, %s", r(1), r(1), r(4))
+	p("VFMADD213PS %s, %s, %s", r(1), r(4), r(3))
+	p("VADDPS %s, %s, %s", v.c("one"), r(3), r(3))
+	if adj != "" {
+		if v.reg == "Z" {
+			p("VADDPS %s, %s, K1, %s", v.c("c24"), r(2), r(2))
+		} else {
+			p("VPSRAD $31, %s, %s", r(0), adj)
+			p("VANDPS %s, %s, %s", v.c("c24"), adj, adj)
+			p("VADDPS %s, %s, %s", adj, r(2), r(2))
+		}
+	}
+	if v.reg == "Z" {
+		p("VSCALEFPS %s, %s, %s", r(2), r(3), r(3))
+		return
+	}
+	p("VMINPS %s, %s, %s", v.c("n160"), r(2), r(2))
+	p("VMAXPS %s, %s, %s", v.c("nm160"), r(2), r(2))
+	p("VCVTPS2DQ %s, %s", r(2), r(2))
+	p("VPSRAD $1, %s, %s", r(2), r(4))
+	p("VPSUBD %s, %s, %s", r(4), r(2), r(2))
+	p("VPADDD %s, %s, %s", v.c("bias"), r(4), r(4))
+	p("VPADDD %s, %s, %s", v.c("bias"), r(2), r(2))
+	p("VPSLLD $23, %s, %s", r(4), r(4))
+	p("VPSLLD $23, %s, %s", r(2), r(2))
+	p("VMULPS %s, %s, %s", r(4), r(3), r(3))
+	p("VMULPS %s, %s, %s", r(2), r(3), r(3))
+}
+
+// signedSigmoid emits, from R0 = x and R1 = −|s| (s of x's sign), R0 =
+// x·sigmoid(s): with E = exp(−|s|)·(s < 0 ? 2²⁴ : 1), x/(1 + E) for s ≥ 0
+// and x·E/(2²⁴ + E) for s < 0 — the same bits as x·e/(1 + e) wherever
+// e = exp(−|s|) is normal, and rounded once into the subnormal range where
+// it is not; exp never overflows. Clobbers R1–R5.
+func (v *vec) signedSigmoid() {
+	r := v.r
+	if v.reg == "Z" {
+		p("VPTESTMD %s, %s, K1", v.c("sign"), r(0))
+	}
+	v.expv("", r(5))
+	if v.reg == "Z" {
+		p("VMOVAPS %s, %s", v.cr("one"), r(4))
+		p("VMOVUPS %s, K1, %s", v.c("c2p24"), r(4))
+		p("VADDPS %s, %s, %s", r(3), r(4), r(4))
+		p("VMULPS %s, %s, K1, %s", r(3), r(0), r(0))
+	} else {
+		p("VMULPS %s, %s, %s", r(3), r(0), r(5))
+		p("VBLENDVPS %s, %s, %s, %s", r(0), v.c("c2p24"), v.cr("one"), r(4))
+		p("VADDPS %s, %s, %s", r(3), r(4), r(4))
+		p("VBLENDVPS %s, %s, %s, %s", r(0), r(5), r(0), r(0))
+	}
+	p("VDIVPS %s, %s, %s", r(4), r(0), r(0))
+}
+
+// geluTanhArg emits R1 = −|s| = −2√(2/π)·(|x| + 0.044715·|x|³) from R0 = x
+// (the same magnitudes as from x itself: every step is odd in x).
+func (v *vec) geluTanhArg() {
+	r := v.r
+	p("VANDPS %s, %s, %s", v.c("abs"), r(0), r(1))
+	p("VMULPS %s, %s, %s", r(1), r(1), r(2))
+	p("VMULPS %s, %s, %s", r(1), r(2), r(2))
+	p("VFMADD231PS %s, %s, %s", v.c("gk"), r(2), r(1))
+	p("VMULPS %s, %s, %s", v.c("gm2c"), r(1), r(1))
+}
+
+// siluArg emits R1 = −|x| from R0 = x.
+func (v *vec) siluArg() {
+	p("VORPS %s, %s, %s", v.c("sign"), v.r(0), v.r(1))
+}
+
+// geluErf emits R0 = x·Φ(x) from R0 = x, clobbering R1–R8. For |x| < 1,
+// x·Φ(x) = fma(x, x·R(x²), x/2) (the s constants). Elsewhere
+// x·(x < 0 ? h : 1 − h), h = erfc(|x|/√2)/2. With xc = x clamped to [−16, 16] (NaN
+// passed through; beyond, h underflows to 0): t = 1/(1 + |xc|/(2√2)),
+// −xc²/2 = −q/2 − ql/2 exactly (q = xc², ql = fma(xc, xc, −q)), and
+// h = (t/2)·exp(−q/2 + (E(t) − ql/2)) via expv's two-part argument, so the
+// relative error of h stays a few ulp in the whole negative tail. For
+// x < 0, h is computed scaled by 2²⁴ (expv's adj) and x·h scaled back
+// last, so a subnormal result is rounded once.
+func (v *vec) geluErf() {
+	r := v.r
+	// The series into R8.
+	p("VMULPS %s, %s, %s", r(0), r(0), r(1))
+	p("VMOVUPS %s, %s", v.c("s7"), r(8))
+	for _, c := range []string{"s6", "s5", "s4", "s3", "s2", "s1", "s0"} {
+		p("VFMADD213PS %s, %s, %s", v.c(c), r(1), r(8))
+	}
+	p("VMULPS %s, %s, %s", r(0), r(8), r(8))
+	p("VMULPS %s, %s, %s", v.c("half"), r(0), r(2))
+	p("VFMADD213PS %s, %s, %s", r(2), r(0), r(8))
+	if v.reg == "Z" {
+		p("VANDPS %s, %s, %s", v.c("abs"), r(0), r(1))
+		p("VCMPPS $1, %s, %s, K2", v.cr("one"), r(1))
+		p("VPTESTMD %s, %s, K1", v.c("sign"), r(0))
+	}
+	p("VMINPS %s, %s, %s", r(0), v.cr("e16"), r(1))
+	p("VMAXPS %s, %s, %s", r(1), v.cr("em16"), r(1))
+	p("VMULPS %s, %s, %s", r(1), r(1), r(6))
+	p("VMOVAPS %s, %s", r(6), r(7))
+	p("VFMSUB231PS %s, %s, %s", r(1), r(1), r(7))
+	p("VANDPS %s, %s, %s", v.c("abs"), r(1), r(1))
+	p("VMOVAPS %s, %s", v.cr("one"), r(5))
+	p("VFMADD231PS %s, %s, %s", v.c("ek"), r(1), r(5))
+	p("VDIVPS %s, %s, %s", r(5), v.cr("one"), r(5))
+	p("VMULPS %s, %s, %s", v.c("mhalf"), r(6), r(1))
+	p("VMOVUPS %s, %s", v.c("e9"), r(6))
+	for _, c := range []string{"e8", "e7", "e6", "e5", "e4", "e3", "e2", "e1", "e0"} {
+		p("VFMADD213PS %s, %s, %s", v.c(c), r(5), r(6))
+	}
+	p("VFMADD231PS %s, %s, %s", v.c("mhalf"), r(7), r(6))
+	v.expv(r(6), r(7))
+	p("VMULPS %s, %s, %s", v.c("half"), r(5), r(5))
+	p("VMULPS %s, %s, %s", r(5), r(3), r(3))
+	p("VSUBPS %s, %s, %s", r(3), v.cr("one"), r(4))
+	if v.reg == "Z" {
+		p("VMOVAPS %s, K1, %s", r(3), r(4))
+		p("VMULPS %s, %s, %s", r(4), r(0), r(0))
+		p("VMULPS %s, %s, K1, %s", v.c("c2m24"), r(0), r(0))
+		p("VMOVAPS %s, K2, %s", r(8), r(0))
+	} else {
+		p("VANDPS %s, %s, %s", v.c("abs"), r(0), r(1))
+		p("VCMPPS $1, %s, %s, %s", v.cr("one"), r(1), r(1))
+		p("VBLENDVPS %s, %s, %s, %s", r(0), r(3), r(4), r(4))
+		p("VBLENDVPS %s, %s, %s, %s", r(0), v.c("c2m24"), v.cr("one"), r(5))
+		p("VMULPS %s, %s, %s", r(4), r(0), r(0))
+		p("VMULPS %s, %s, %s", r(5), r(0), r(0))
+		p("VBLENDVPS %s, %s, %s, %s", r(1), r(8), r(0), r(0))
+	}
+}
+
+// Preload lists, most used first.
+var (
+	preSigmoid = []string{"hi", "lo", "one", "log2e", "c1", "c2", "p0", "p1", "p2", "p3", "p4", "p5", "gk", "gm2c", "sign", "abs"}
+	preErf     = []string{"one", "e16", "em16", "log2e", "c1", "c2", "p1", "p2", "p3", "p4", "p5", "e8", "e7", "e6", "e5", "e4"}
+)
+
+// act emits func act<ISA>(x *float32, n, kind int): in place, n a multiple
+// of 16; kind 1 = GELU-tanh, 2 = SiLU, 3 = GELU-erf (see signedSigmoid and
+// geluErf).
+func act(v *vec) {
+	fn := "act" + v.name
+	step := v.lanes * 4
+	fmt.Fprintf(&out, "\n// func %s(x *float32, n, kind int)\n", fn)
+	fmt.Fprintf(&out, "TEXT ·%s(SB), NOSPLIT, $0-24\n", fn)
 	p("MOVQ x+0(FP), DI")
 	p("MOVQ n+8(FP), CX")
 	p("MOVQ kind+16(FP), DX")
-	p("SHRQ $4, CX")
+	p("SHRQ $%d, CX", map[int]int{16: 4, 8: 3}[v.lanes])
 	p("JZ done")
-	for i, c := range consts {
-		p("VBROADCASTSS actConst<>+%d(SB), %s // %s", i*4, reg[c.name], c.name)
+	p("CMPQ DX, $3")
+	p("JEQ erf")
+	v.preload(preSigmoid...)
+	p("CMPQ DX, $2")
+	p("JEQ silu")
+	loop := func(l string, body func()) {
+		label(l)
+		p("VMOVUPS (DI), %s", v.r(0))
+		body()
+		p("VMOVUPS %s, (DI)", v.r(0))
+		p("ADDQ $%d, DI", step)
+		p("DECQ CX")
+		p("JNZ %s", l)
+		p("JMP done")
 	}
-	p("VPXORD Z31, Z31, Z31")
-	label("loop")
-	p("VMOVUPS (DI), Z0")
-	p("CMPQ DX, $1")
-	p("JNE silu")
-	// t = -2c·(x + 0.044715·x³)
-	p("VMULPS Z0, Z0, Z1")
-	p("VMULPS Z0, Z1, Z1")
-	p("VFMADD213PS Z0, %s, Z1", reg["gk"])
-	p("VMULPS %s, Z1, Z1", reg["gm2c"])
-	p("JMP exp")
-	label("silu")
-	p("VSUBPS Z0, Z31, Z1")
-	label("exp")
-	expZ1(reg)
-	p("VADDPS %s, Z3, Z3", reg["one"])
-	p("VDIVPS Z3, Z0, Z0")
-	p("VMOVUPS Z0, (DI)")
-	p("ADDQ $64, DI")
-	p("DECQ CX")
-	p("JNZ loop")
+	loop("gelu", func() { v.geluTanhArg(); v.signedSigmoid() })
+	loop("silu", func() { v.siluArg(); v.signedSigmoid() })
+	label("erf")
+	v.preload(preErf...)
+	loop("erfloop", v.geluErf)
 	label("done")
 	p("VZEROUPPER")
 	p("RET")
-	softmaxHelpers(reg, len(consts))
 
-	// func siluMulAVX512(x, y *float32, n int): x[i] = silu(x[i])·y[i],
-	// n a multiple of 16 (the SwiGLU gate of a Qwen3 MLP).
-	fmt.Fprintf(&out, "\n// func siluMulAVX512(x, y *float32, n int)\n")
-	fmt.Fprintf(&out, "TEXT ·siluMulAVX512(SB), NOSPLIT, $0-24\n")
+	// func siluMul<ISA>(x, y *float32, n int): x[i] = silu(x[i])·y[i], n a
+	// multiple of 16 (the SwiGLU gate of a Qwen3 MLP).
+	fn = "siluMul" + v.name
+	fmt.Fprintf(&out, "\n// func %s(x, y *float32, n int)\n", fn)
+	fmt.Fprintf(&out, "TEXT ·%s(SB), NOSPLIT, $0-24\n", fn)
 	p("MOVQ x+0(FP), DI")
 	p("MOVQ y+8(FP), SI")
 	p("MOVQ n+16(FP), CX")
-	p("SHRQ $4, CX")
+	p("SHRQ $%d, CX", map[int]int{16: 4, 8: 3}[v.lanes])
 	p("JZ done")
-	for i := range consts {
-		p("VBROADCASTSS actConst<>+%d(SB), Z%d", i*4, 16+i)
-	}
-	p("VPXORD Z31, Z31, Z31")
+	v.preload(preSigmoid...)
 	label("loop")
-	p("VMOVUPS (DI), Z0")
-	p("VSUBPS Z0, Z31, Z1")
-	expZ1(reg)
-	p("VADDPS %s, Z3, Z3", reg["one"])
-	p("VDIVPS Z3, Z0, Z0")
-	p("VMULPS (SI), Z0, Z0")
-	p("VMOVUPS Z0, (DI)")
-	p("ADDQ $64, DI")
-	p("ADDQ $64, SI")
+	p("VMOVUPS (DI), %s", v.r(0))
+	v.siluArg()
+	v.signedSigmoid()
+	p("VMULPS (SI), %s, %s", v.r(0), v.r(0))
+	p("VMOVUPS %s, (DI)", v.r(0))
+	p("ADDQ $%d, DI", step)
+	p("ADDQ $%d, SI", step)
 	p("DECQ CX")
 	p("JNZ loop")
 	label("done")
 	p("VZEROUPPER")
 	p("RET")
-}
-
-// expZ1 emits Z3 = exp(Z1), clobbering Z1, Z2, Z4; reg names the constant
-// registers loaded by loadConsts.
-func expZ1(reg map[string]string) {
-	p("VMINPS %s, Z1, Z1", reg["hi"])
-	p("VMAXPS %s, Z1, Z1", reg["lo"])
-	p("VMULPS %s, Z1, Z2", reg["log2e"])
-	p("VRNDSCALEPS $0, Z2, Z2")
-	p("VFNMADD231PS %s, Z2, Z1", reg["c1"])
-	p("VFNMADD231PS %s, Z2, Z1", reg["c2"])
-	p("VMOVAPS %s, Z3", reg["p0"])
-	for _, c := range []string{"p1", "p2", "p3", "p4", "p5"} {
-		p("VFMADD213PS %s, Z1, Z3", reg[c])
-	}
-	p("VMULPS Z1, Z1, Z4")
-	p("VFMADD213PS Z1, Z4, Z3")
-	p("VADDPS %s, Z3, Z3", reg["one"])
-	p("VSCALEFPS Z2, Z3, Z3")
 }
 
 // softmaxHelpers emits
 //
-//	func rowMaxAVX512(x *float32, n int) float32          // max of x[0:n], n%16 == 0, n > 0
-//	func expShiftSumAVX512(x *float32, n int, shift float32) float32
+//	func rowMax<ISA>(x *float32, n int) float32          // max of x[0:n], n%16 == 0, n > 0
+//	func expShiftSum<ISA>(x *float32, n int, shift float32) float32
 //
-// the second sets x[i] = exp(x[i] − shift) and returns Σ x[i] (fp32, 16
-// lanes), n%16 == 0.
-func softmaxHelpers(reg map[string]string, nconst int) {
-	fmt.Fprintf(&out, "\n// func rowMaxAVX512(x *float32, n int) float32\n")
-	fmt.Fprintf(&out, "TEXT ·rowMaxAVX512(SB), NOSPLIT, $0-20\n")
+// the second sets x[i] = exp(x[i] − shift) and returns Σ x[i] as 16 fp32
+// partial sums (lane i sums x[16j + i]) reduced pairwise, n%16 == 0: AVX2
+// keeps the 16 partial sums in two ymm accumulators and reduces them in
+// AVX-512's order, so both return the same bits.
+func softmaxHelpers(v *vec) {
+	r := v.r
+	// reduce16 reduces the 16 lanes of (a, b) — one zmm a, or ymm a and b —
+	// with op into lane 0 of the xmm of a, clobbering register 1.
+	reduce16 := func(op string, a, b int) {
+		if v.reg == "Z" {
+			p("VEXTRACTF64X4 $1, Z%d, Y1", a)
+			p("%s Y1, Y%d, Y%d", op, a, a)
+		} else {
+			p("%s Y%d, Y%d, Y%d", op, b, a, a)
+		}
+		p("VEXTRACTF128 $1, Y%d, X1", a)
+		p("%s X1, X%d, X%d", op, a, a)
+		p("VPERMILPS $0x4e, X%d, X1", a)
+		p("%s X1, X%d, X%d", op, a, a)
+		p("VPERMILPS $0xb1, X%d, X1", a)
+		p("%s X1, X%d, X%d", op, a, a)
+	}
+	fn := "rowMax" + v.name
+	fmt.Fprintf(&out, "\n// func %s(x *float32, n int) float32\n", fn)
+	fmt.Fprintf(&out, "TEXT ·%s(SB), NOSPLIT, $0-20\n", fn)
 	p("MOVQ x+0(FP), DI")
 	p("MOVQ n+8(FP), CX")
 	p("SHRQ $4, CX")
-	p("VMOVUPS (DI), Z0")
-	label("loop")
-	p("VMAXPS (DI), Z0, Z0")
-	p("ADDQ $64, DI")
+	if v.reg == "Z" {
+		p("VMOVUPS (DI), Z0")
+		label("loop")
+		p("VMAXPS (DI), Z0, Z0")
+		p("ADDQ $64, DI")
+	} else {
+		p("VMOVUPS (DI), Y0")
+		p("VMOVUPS 32(DI), Y2")
+		label("loop")
+		p("VMAXPS (DI), Y0, Y0")
+		p("VMAXPS 32(DI), Y2, Y2")
+		p("ADDQ $64, DI")
+	}
 	p("DECQ CX")
 	p("JNZ loop")
-	p("VEXTRACTF32X8 $1, Z0, Y1")
-	p("VMAXPS Y1, Y0, Y0")
-	p("VEXTRACTF128 $1, Y0, X1")
-	p("VMAXPS X1, X0, X0")
-	p("VPERMILPS $0x4e, X0, X1")
-	p("VMAXPS X1, X0, X0")
-	p("VPERMILPS $0xb1, X0, X1")
-	p("VMAXPS X1, X0, X0")
+	reduce16("VMAXPS", 0, 2)
 	p("VMOVSS X0, ret+16(FP)")
 	p("VZEROUPPER")
 	p("RET")
 
-	fmt.Fprintf(&out, "\n// func expShiftSumAVX512(x *float32, n int, shift float32) float32\n")
-	fmt.Fprintf(&out, "TEXT ·expShiftSumAVX512(SB), NOSPLIT, $0-28\n")
+	fn = "expShiftSum" + v.name
+	fmt.Fprintf(&out, "\n// func %s(x *float32, n int, shift float32) float32\n", fn)
+	fmt.Fprintf(&out, "TEXT ·%s(SB), NOSPLIT, $0-28\n", fn)
 	p("MOVQ x+0(FP), DI")
 	p("MOVQ n+8(FP), CX")
-	p("VBROADCASTSS shift+16(FP), Z5")
-	for i := 0; i < nconst; i++ {
-		p("VBROADCASTSS actConst<>+%d(SB), Z%d", i*4, 16+i)
-	}
-	p("VPXORD Z6, Z6, Z6")
+	p("VBROADCASTSS shift+16(FP), %s", r(5))
+	v.preload(preSigmoid...)
+	p(v.zero(r(6)))
+	p(v.zero(r(7)))
 	p("SHRQ $4, CX")
 	p("JZ done")
 	label("loop")
-	p("VMOVUPS (DI), Z1")
-	p("VSUBPS Z5, Z1, Z1")
-	expZ1(reg)
-	p("VMOVUPS Z3, (DI)")
-	p("VADDPS Z3, Z6, Z6")
+	// AVX2: the first ymm of each 16 floats adds into Y6 (AVX-512's lanes
+	// 0–7), the second into Y7 (lanes 8–15).
+	for h := 0; h < 16/v.lanes; h++ {
+		p("VMOVUPS %d(DI), %s", h*32, r(1))
+		p("VSUBPS %s, %s, %s", r(5), r(1), r(1))
+		v.expv("", "")
+		p("VMOVUPS %s, %d(DI)", r(3), h*32)
+		p("VADDPS %s, %s, %s", r(3), r(6+h), r(6+h))
+	}
 	p("ADDQ $64, DI")
 	p("DECQ CX")
 	p("JNZ loop")
 	label("done")
-	p("VEXTRACTF32X8 $1, Z6, Y1")
-	p("VADDPS Y1, Y6, Y6")
-	p("VEXTRACTF128 $1, Y6, X1")
-	p("VADDPS X1, X6, X6")
-	p("VPERMILPS $0x4e, X6, X1")
-	p("VADDPS X1, X6, X6")
-	p("VPERMILPS $0xb1, X6, X1")
-	p("VADDPS X1, X6, X6")
+	reduce16("VADDPS", 6, 7)
 	p("VMOVSS X6, ret+24(FP)")
 	p("VZEROUPPER")
 	p("RET")
@@ -406,7 +712,11 @@ func main() {
 	peak("AVX512", "Z", 24)
 	peak("AVX2", "Y", 12)
 	clock()
-	act()
+	vconstTable()
+	for _, v := range []*vec{vAVX512, vAVX2} {
+		act(v)
+		softmaxHelpers(v)
+	}
 	if err := os.WriteFile("gemm_amd64.s", out.Bytes(), 0o644); err != nil {
 		panic(err)
 	}
