@@ -22,7 +22,7 @@ func checkpoint(t testing.TB) plugins.Checkpoint {
 	return ck
 }
 
-func native(t testing.TB) *Libero {
+func native(t testing.TB) *pdk.Table {
 	js, err := plugins.InitConfigJSON(Tag, checkpoint(t), nil)
 	require.NoError(t, err)
 	var cfg abi.InitConfig
@@ -35,12 +35,13 @@ func native(t testing.TB) *Libero {
 func preInput(vals [8]float64) *plugins.PreInput {
 	in := &plugins.PreInput{Instruction: "put the bowl on the plate", Embodiment: Tag}
 	off := 0
-	for _, g := range stateGroups {
-		in.State = append(in.State, plugins.StateGroup{Key: g.key, Values: append([]float64(nil), vals[off:off+g.dim]...)})
-		off += g.dim
+	d := Describe()
+	for _, g := range d.State {
+		in.State = append(in.State, plugins.StateGroup{Key: g.Key, Values: append([]float64(nil), vals[off:off+g.Dim]...)})
+		off += g.Dim
 	}
-	for _, c := range cameras {
-		in.Cameras = append(in.Cameras, plugins.Camera{Key: c, Frames: 1, Height: 256, Width: 256})
+	for _, c := range d.Cameras {
+		in.Cameras = append(in.Cameras, plugins.Camera{Key: c.Key, Frames: 1, Height: 256, Width: 256})
 	}
 	return in
 }
