@@ -36,7 +36,7 @@ type Table struct {
 	clip     bool
 	stateOff []int // offset of each state group in the normalised state
 	lo, hi   []float64
-	alo, ahi []float64 // absolute groups: bounds per action column
+	alo, ahi []float64   // absolute groups: bounds per action column
 	rlo, rhi [][]float64 // relative groups: per-step bounds, [group][step·dim]
 	relState []int       // per action group: index of its state group, −1 if absolute
 	state    []float32
