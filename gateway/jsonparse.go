@@ -2,8 +2,11 @@ package gateway
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math/bits"
+	"unsafe"
 )
 
 // maxJSONDepth bounds nesting of a request body (the schema needs 4).
@@ -21,6 +24,14 @@ const maxJSONDepth = 512
 // frame — are sliced in one pass here; escaped strings fall back to
 // encoding/json's own unquoting, so semantics stay identical
 // (FuzzParseJSON checks that against encoding/json).
+//
+// Allocation is what the body's thousands of numbers cost (the DROID
+// noise is 5280 of them): their text is copied into shared chunks
+// (numArena) and boxed from shared slabs (numBox), and each array is
+// allocated once at its final length from a shared element stack, so a
+// number costs no allocation of its own. Strings are still copied one by
+// one (few, and the large ones are frames), so no value keeps the body or
+// another value's memory alive.
 func parseJSON(b []byte) (any, error) {
 	p := jsonParser{b: b}
 	p.ws()
@@ -38,6 +49,58 @@ func parseJSON(b []byte) (any, error) {
 type jsonParser struct {
 	b []byte
 	i int
+	// stack holds the elements of the arrays being parsed (innermost on
+	// top); each array copies its own out when it closes.
+	stack []any
+	nums  numArena
+	box   numBox
+}
+
+// numArena stores number texts for json.Number strings: chunks that are
+// only appended to and never reallocated, so a string made over a chunk
+// stays valid and immutable. Chunks double from 512 bytes to 32 KB.
+type numArena struct{ chunk []byte }
+
+// str copies t into the arena and returns it as a string.
+func (a *numArena) str(t []byte) string {
+	if len(t) > cap(a.chunk)-len(a.chunk) {
+		n := min(max(2*cap(a.chunk), 512), 32<<10)
+		a.chunk = make([]byte, 0, max(n, len(t)))
+	}
+	off := len(a.chunk)
+	a.chunk = append(a.chunk, t...)
+	return unsafe.String(&a.chunk[off], len(t))
+}
+
+// numBox boxes json.Numbers as interface values from shared slabs
+// (64 to 4096 numbers each) instead of one heap allocation per value, as
+// converting a json.Number to any does. A slab entry is written once,
+// before its interface value exists, and never again.
+type numBox struct{ slab []json.Number }
+
+// eface is the layout of an interface value with methods-free type (any):
+// the dynamic type and a pointer to the value, as the runtime and reflect
+// lay it out.
+type eface struct {
+	typ  unsafe.Pointer
+	data unsafe.Pointer
+}
+
+// numberType is the dynamic type word of an any holding a json.Number.
+var numberType = func() unsafe.Pointer {
+	var v any = json.Number("0")
+	return (*eface)(unsafe.Pointer(&v)).typ
+}()
+
+// any returns n as an interface value, equal in every respect to any(n).
+func (x *numBox) any(n json.Number) any {
+	if len(x.slab) == cap(x.slab) {
+		x.slab = make([]json.Number, 0, min(max(2*cap(x.slab), 64), 4096))
+	}
+	x.slab = append(x.slab, n)
+	var v any
+	*(*eface)(unsafe.Pointer(&v)) = eface{typ: numberType, data: unsafe.Pointer(&x.slab[len(x.slab)-1])}
+	return v
 }
 
 func (p *jsonParser) errorf(format string, args ...any) error {
@@ -67,7 +130,11 @@ func (p *jsonParser) value(depth int) (any, error) {
 	case c == '"':
 		return p.str()
 	case c == '-' || (c >= '0' && c <= '9'):
-		return p.number()
+		n, err := p.number()
+		if err != nil {
+			return nil, err
+		}
+		return p.box.any(n), nil
 	case c == 't':
 		return true, p.lit("true")
 	case c == 'f':
@@ -139,19 +206,19 @@ func (p *jsonParser) array(depth int) (any, error) {
 		return nil, p.errorf("nested too deeply")
 	}
 	p.i++ // [
-	a := []any{}
 	p.ws()
 	if p.i < len(p.b) && p.b[p.i] == ']' {
 		p.i++
-		return a, nil
+		return []any{}, nil
 	}
+	base := len(p.stack)
 	for {
 		p.ws()
 		v, err := p.value(depth)
 		if err != nil {
 			return nil, err
 		}
-		a = append(a, v)
+		p.stack = append(p.stack, v)
 		p.ws()
 		if p.i >= len(p.b) {
 			return nil, p.errorf("unexpected end of input in an array")
@@ -161,6 +228,10 @@ func (p *jsonParser) array(depth int) (any, error) {
 			p.i++
 		case ']':
 			p.i++
+			a := make([]any, len(p.stack)-base)
+			copy(a, p.stack[base:])
+			// The popped entries are not cleared: they die with the parser.
+			p.stack = p.stack[:base]
 			return a, nil
 		default:
 			return nil, p.errorf("want ',' or ']' in an array")
@@ -177,14 +248,7 @@ func (p *jsonParser) str() (string, error) {
 	}
 	end += start
 	seg := p.b[start:end]
-	plain := true
-	for _, c := range seg {
-		if c < 0x20 || c == '\\' {
-			plain = false
-			break
-		}
-	}
-	if plain {
+	if plainString(seg) {
 		p.i = end + 1
 		return string(seg), nil
 	}
@@ -225,9 +289,7 @@ func (p *jsonParser) number() (json.Number, error) {
 	case i < len(b) && b[i] == '0':
 		i++
 	case i < len(b) && b[i] >= '1' && b[i] <= '9':
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
+		i = digits(b, i+1)
 	default:
 		p.i = i
 		return "", p.errorf("invalid number")
@@ -235,9 +297,7 @@ func (p *jsonParser) number() (json.Number, error) {
 	if i < len(b) && b[i] == '.' {
 		i++
 		d := i
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
+		i = digits(b, i)
 		if i == d {
 			p.i = i
 			return "", p.errorf("invalid number: no digits after '.'")
@@ -249,14 +309,58 @@ func (p *jsonParser) number() (json.Number, error) {
 			i++
 		}
 		d := i
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
+		i = digits(b, i)
 		if i == d {
 			p.i = i
 			return "", p.errorf("invalid number: no exponent digits")
 		}
 	}
 	p.i = i
-	return json.Number(b[start:i]), nil
+	return json.Number(p.nums.str(b[start:i])), nil
+}
+
+// digits returns the index of the first byte at or after i in b that is
+// not an ASCII digit (len(b) if none), eight bytes at a time: byte c is a
+// digit exactly when c & 0xf0 == 0x30 and (c + 6) & 0xf0 == 0x30. The
+// per-byte + 6 may carry out of a byte ≥ 0xfa, but only into bytes above
+// the first non-digit, whose flags are not read.
+func digits(b []byte, i int) int {
+	const ones, highs, lows, nib = 0x0101010101010101, 0x8080808080808080, 0x7f7f7f7f7f7f7f7f, 0xf0f0f0f0f0f0f0f0
+	for i+8 <= len(b) {
+		w := binary.LittleEndian.Uint64(b[i:])
+		nd := (w&nib ^ 0x30*ones) | ((w+6*ones)&nib ^ 0x30*ones) // non-zero bytes: non-digits
+		if nd == 0 {
+			i += 8
+			continue
+		}
+		m := ((nd&lows + lows) | nd) & highs // 0x80 in every non-zero byte
+		return i + bits.TrailingZeros64(m)/8
+	}
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i++
+	}
+	return i
+}
+
+// plainString reports whether s holds no backslash and no control
+// character (< 0x20), eight bytes at a time: a word has a byte below 0x20
+// exactly when (w − 0x20…20) & ^w & 0x80…80 ≠ 0, and a backslash exactly
+// when w ^ 0x5c…5c has a zero byte (a borrow only starts at a byte that
+// matches, so neither test has false positives for the word as a whole).
+func plainString(s []byte) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for len(s) >= 8 {
+		w := binary.LittleEndian.Uint64(s)
+		x := w ^ (0x5c * ones)
+		if ((w-0x20*ones)&^w|(x-ones)&^x)&highs != 0 {
+			return false
+		}
+		s = s[8:]
+	}
+	for _, c := range s {
+		if c < 0x20 || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
