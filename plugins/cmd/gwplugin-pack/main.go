@@ -7,8 +7,13 @@
 // `GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath`, reads the
 // manifest template <dir>/plugin.yaml, fills in sha256 and writes
 // <out>/<name>/{<name>.wasm, plugin.yaml}, a plugins_dir that
-// `gr00tgw serve --plugins-dir <out>` serves. With no package arguments it packs every directory under
-// ./embodiments that has a plugin.yaml.
+// `gr00tgw serve --plugins-dir <out>` serves; a package's testdata/demo/
+// (its demo observation, request.json) is copied to <out>/<name>/demo/.
+// With no package arguments it packs every directory under
+// ./embodiments that has a plugin.yaml (names starting with "_" or "."
+// are skipped, as the go tool skips them); there, a plugin that fails to
+// build is reported and skipped so that one half-written plugin does not
+// stop the others, and the exit status is 1 only when none was packed.
 package main
 
 import (
@@ -18,6 +23,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 
 	"github.com/gr00tgw/gr00tgw/plugins"
 	"github.com/gr00tgw/gr00tgw/plugins/plugintest"
@@ -33,9 +39,13 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	dirs := flag.Args()
-	if len(dirs) == 0 {
+	discovered := len(dirs) == 0
+	if discovered {
 		m, _ := filepath.Glob("embodiments/*/plugin.yaml")
 		for _, f := range m {
+			if b := filepath.Base(filepath.Dir(f)); strings.HasPrefix(b, "_") || strings.HasPrefix(b, ".") {
+				continue
+			}
 			dirs = append(dirs, filepath.Dir(f))
 		}
 		if len(dirs) == 0 {
@@ -43,11 +53,20 @@ func main() {
 			os.Exit(2)
 		}
 	}
+	packed := 0
 	for _, d := range dirs {
 		if err := pack(ctx, d, *out); err != nil {
-			fmt.Fprintln(os.Stderr, "gwplugin-pack:", err)
-			os.Exit(1)
+			if !discovered || ctx.Err() != nil {
+				fmt.Fprintln(os.Stderr, "gwplugin-pack:", err)
+				os.Exit(1)
+			}
+			fmt.Fprintf(os.Stderr, "gwplugin-pack: WARNING: skipped %s: %v\n", d, err)
+			continue
 		}
+		packed++
+	}
+	if packed == 0 {
+		os.Exit(1)
 	}
 }
 
@@ -77,6 +96,17 @@ func pack(ctx context.Context, dir, out string) error {
 	if err := plugins.WritePluginDir(dst, m, wasm); err != nil {
 		return err
 	}
+	demo := filepath.Join(dst, "demo")
+	if err := os.RemoveAll(demo); err != nil {
+		return err
+	}
+	if src := filepath.Join(dir, "testdata", "demo"); fileExists(filepath.Join(src, "request.json")) {
+		if err := os.CopyFS(demo, os.DirFS(src)); err != nil {
+			return fmt.Errorf("%s: demo: %w", dir, err)
+		}
+	}
 	fmt.Printf("%s -> %s (%d bytes)\n", dir, filepath.Join(dst, m.WasmFile()), len(wasm))
 	return nil
 }
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
