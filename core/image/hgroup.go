@@ -33,7 +33,28 @@ type groupTab struct {
 	shuf    []uint8 // per entry: 16 pshufb indices
 	w       []int16 // per block, pair, entry: 8 weights
 	bdst    []int32 // per block: first output channel (overlap blocks)
+	// runs lists the blocks whose ymm read one load each (pairedWindow):
+	// half-open ranges [runs[2k], runs[2k+1]) in ascending order.
+	runs []int32
 }
+
+// pairedDelta is the distance between the two windows of one ymm in a
+// paired block: 16 for the uint8 kernel (e = 8: lane 1 holds group g+4,
+// about 16 bytes further, and one 32-byte load fills both lanes), 0 for
+// the int16 kernel (e = 4: lane 1 holds group g+2, close enough for one
+// 16-byte window broadcast to both lanes).
+func pairedDelta(e int) int {
+	if e == 8 {
+		return 16
+	}
+	return 0
+}
+
+// usePairedWindows selects the AVX2 kernels that read a paired block's
+// ymm with one load (hgroupU8JoinedAVX2, hgroupI16BcastAVX2); tests switch
+// it off to cover the two-window kernels on the same tables (a paired
+// block's entries are valid for both). Read when a kernel runs.
+var usePairedWindows = true
 
 // useSharedWindow selects the AVX-512 tables and kernels in which zmm
 // share 64-byte windows (zgroupTab.shared); tests switch it off to cover
@@ -95,17 +116,30 @@ func (t *groupTab) build(s groupSpec) {
 	if s.e == 8 {
 		perm = perm8[:]
 	}
+	t.runs = t.runs[:0]
 	for b := 0; b < nblk; b++ {
 		start := b * bw
 		if s.overlap && start+bw > s.width {
 			start = s.width - bw
 		}
 		t.bdst[b] = int32(start)
+		paired := true
+		for e := 0; e < s.e && paired; e += 2 {
+			paired = t.pair(&s, b, e, start+4*perm[e], start+4*perm[e+1], last)
+		}
+		if paired {
+			if n := len(t.runs); n > 0 && t.runs[n-1] == int32(b) {
+				t.runs[n-1]++
+			} else {
+				t.runs = append(t.runs, int32(b), int32(b+1))
+			}
+			continue
+		}
 		for e := 0; e < s.e; e++ {
 			j0 := start + 4*perm[e]
 			fit := false
 			for ph := 0; ph < max(s.phases, 1) && !fit; ph++ {
-				fit = t.group(&s, b, e, j0, ph, last)
+				fit = t.group(&s, b, e, j0, ph, last, -1)
 			}
 			if !fit {
 				return
@@ -115,9 +149,56 @@ func (t *groupTab) build(s groupSpec) {
 	t.ok = true
 }
 
+// pair fills entries e and e+1 of block b (output channels j0.. and j1..,
+// the two lanes of one ymm) with windows at o and o + pairedDelta(t.e) for
+// one offset o, trying every phase of each, and reports whether they fit.
+func (t *groupTab) pair(s *groupSpec, b, e, j0, j1, last int) bool {
+	d := pairedDelta(s.e)
+	phases := max(s.phases, 1)
+	for ph0 := 0; ph0 < phases; ph0++ {
+		lo0, hi0, ok0 := s.tapRange(j0, ph0)
+		for ph1 := 0; ph1 < phases; ph1++ {
+			lo1, hi1, ok1 := s.tapRange(j1, ph1)
+			var o int
+			switch {
+			case ok0 && ok1:
+				o = min(lo0, lo1-d)
+			case ok0:
+				o = lo0
+			case ok1:
+				o = lo1 - d
+			}
+			o = min(max(o, 0), last-d)
+			if o < 0 || (ok0 && (lo0 < o || hi0 > o+15)) || (ok1 && (lo1 < o+d || hi1 > o+d+15)) {
+				continue
+			}
+			if t.group(s, b, e, j0, ph0, last, o) && t.group(s, b, e+1, j1, ph1, last, o+d) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// tapRange returns the lowest and highest pair-0 tap of the (up to) four
+// output channels j0..j0+3 in phase ph; ok is false for a padding group.
+func (s *groupSpec) tapRange(j0, ph int) (lo, hi int, ok bool) {
+	for k := 0; k < 4; k++ {
+		if j := j0 + k; j < s.width {
+			i0, i1 := s.taps(j, ph)
+			if !ok {
+				lo, hi, ok = min(i0, i1), max(i0, i1), true
+			}
+			lo, hi = min(lo, i0, i1), max(hi, i0, i1)
+		}
+	}
+	return lo, hi, ok
+}
+
 // group fills entry e of block b (output channels j0..j0+3) in phase ph
-// and reports whether it fits the kernel.
-func (t *groupTab) group(s *groupSpec, b, e, j0, ph, last int) bool {
+// and reports whether it fits the kernel. A fixed ≥ 0 (at most last) is
+// the window offset; else group picks its lowest tap.
+func (t *groupTab) group(s *groupSpec, b, e, j0, ph, last, fixed int) bool {
 	ent := b*s.e + e
 	mask := t.shuf[16*ent : 16*ent+16]
 	for i := range mask {
@@ -127,7 +208,7 @@ func (t *groupTab) group(s *groupSpec, b, e, j0, ph, last int) bool {
 		wo := 8 * ((b*s.np+p)*s.e + e)
 		clear(t.w[wo : wo+8])
 	}
-	t.off[ent] = 0
+	t.off[ent] = int32(max(fixed, 0))
 	base := -1
 	for k := 0; k < 4; k++ {
 		if j := j0 + k; j < s.width {
@@ -147,6 +228,9 @@ func (t *groupTab) group(s *groupSpec, b, e, j0, ph, last int) bool {
 		return false
 	}
 	off := min(base, last)
+	if fixed >= 0 {
+		off = fixed
+	}
 	t.off[ent] = int32(off)
 	for k := 0; k < 4; k++ {
 		j := j0 + k

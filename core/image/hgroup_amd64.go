@@ -23,6 +23,36 @@ func hgroupU8AVX2(dst *byte, dstride int, src *byte, sstride int, rows int, off 
 //go:noescape
 func vlinearI16AVX2(dst *byte, h0, h1 *int16, n int, b0, b1 int32)
 
+// hgroupI16BcastAVX2 is implemented in hgroup_amd64.s.
+//
+//go:noescape
+func hgroupI16BcastAVX2(dst *int16, src *byte, off *int32, shuf *byte, w *int16, nblk int)
+
+// hgroupU8JoinedAVX2 is implemented in hgroup_amd64.s.
+//
+//go:noescape
+func hgroupU8JoinedAVX2(dst *byte, dstride int, src *byte, sstride int, rows int, off *int32, shuf *byte, w *int16, bdst *int32, nblk, np, pstride int, prec uint64, init int32)
+
+// groupRuns calls fn(b0, b1, paired) for consecutive block ranges covering
+// [0, t.nblk): the paired runs of t (when usePairedWindows) and the ranges
+// between them.
+func groupRuns(t *groupTab, fn func(b0, b1 int, paired bool)) {
+	b := 0
+	if usePairedWindows {
+		for k := 0; k+1 < len(t.runs); k += 2 {
+			r0, r1 := int(t.runs[k]), int(t.runs[k+1])
+			if r0 > b {
+				fn(b, r0, false)
+			}
+			fn(r0, r1, true)
+			b = r1
+		}
+	}
+	if b < t.nblk {
+		fn(b, t.nblk, false)
+	}
+}
+
 // groupKernels reports whether the group kernels may run.
 func groupKernels() bool { return useAVX2Resize && !forceScalar }
 
@@ -32,7 +62,13 @@ func hgroupI16(h []int16, row []uint8, t *groupTab) {
 	if len(h) < 16*t.nblk || len(row) < 16 {
 		panic("image: hgroupI16: short buffers")
 	}
-	hgroupI16AVX2(&h[0], &row[0], &t.off[0], &t.shuf[0], &t.w[0], t.nblk)
+	groupRuns(t, func(b0, b1 int, paired bool) {
+		kern := hgroupI16AVX2
+		if paired {
+			kern = hgroupI16BcastAVX2
+		}
+		kern(&h[16*b0], &row[0], &t.off[4*b0], &t.shuf[64*b0], &t.w[32*b0], b1-b0)
+	})
 }
 
 // hgroupU8 runs the uint8 group kernel on rows rows: row y reads src[y·sstride:]
@@ -43,7 +79,15 @@ func hgroupU8(dst []uint8, dstride int, src []uint8, sstride, rows int, t *group
 	if rows <= 0 {
 		return
 	}
-	hgroupU8AVX2(&dst[0], dstride, &src[0], sstride, rows, &t.off[0], &t.shuf[0], &t.w[0], &t.bdst[0], t.nblk, t.np, t.pstride, uint64(prec), init)
+	groupRuns(t, func(b0, b1 int, paired bool) {
+		kern := hgroupU8AVX2
+		if paired {
+			kern = hgroupU8JoinedAVX2
+		}
+		e := t.e
+		kern(&dst[0], dstride, &src[0], sstride, rows, &t.off[e*b0], &t.shuf[16*e*b0], &t.w[8*e*t.np*b0], &t.bdst[b0],
+			b1-b0, t.np, t.pstride, uint64(prec), init)
+	})
 }
 
 // useAVX512Resize selects the AVX-512 (F, BW, VBMI) kernels; tests switch

@@ -198,3 +198,131 @@ vlblock:
 vldone:
 	VZEROUPPER
 	RET
+
+// func hgroupI16BcastAVX2(dst *int16, src *byte, off *int32, shuf *byte, w *int16, nblk int)
+// hgroupI16AVX2 for paired blocks (groupTab.runs): the two entries of each
+// ymm share one 16-byte window (off of the even entry), loaded once into
+// both lanes with VBROADCASTI128.
+TEXT ·hgroupI16BcastAVX2(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ off+16(FP), R8
+	MOVQ shuf+24(FP), R9
+	MOVQ w+32(FP), R10
+	MOVQ nblk+40(FP), CX
+	TESTQ CX, CX
+	JZ bdone
+
+bloop:
+	MOVLQSX 0(R8), AX
+	MOVLQSX 8(R8), BX
+	VBROADCASTI128 (SI)(AX*1), Y0
+	VBROADCASTI128 (SI)(BX*1), Y1
+	VPSHUFB 0(R9), Y0, Y0
+	VPSHUFB 32(R9), Y1, Y1
+	VPMADDWD 0(R10), Y0, Y0
+	VPMADDWD 32(R10), Y1, Y1
+	VPSRAD $4, Y0, Y0
+	VPSRAD $4, Y1, Y1
+	VPACKSSDW Y1, Y0, Y0
+	VMOVDQU Y0, (DI)
+	ADDQ $16, R8
+	ADDQ $64, R9
+	ADDQ $64, R10
+	ADDQ $32, DI
+	DECQ CX
+	JNZ bloop
+
+bdone:
+	VZEROUPPER
+	RET
+
+// func hgroupU8JoinedAVX2(dst *byte, dstride int, src *byte, sstride int, rows int, off *int32, shuf *byte, w *int16, bdst *int32, nblk, np, pstride int, prec uint64, init int32)
+// hgroupU8AVX2 for paired blocks (groupTab.runs): the window of each ymm's
+// odd entry starts 16 bytes after its even entry's, so one 32-byte load at
+// the even entry's offset fills both lanes (four loads per tap pair
+// instead of eight and four VINSERTI128).
+TEXT ·hgroupU8JoinedAVX2(SB), NOSPLIT, $0-108
+	MOVQ dst+0(FP), DI
+	MOVQ src+16(FP), SI
+	MOVQ prec+96(FP), AX
+	MOVQ AX, X13
+	MOVL init+104(FP), AX
+	MOVQ AX, X12
+	VPBROADCASTD X12, Y12
+	MOVQ rows+32(FP), R15
+	TESTQ R15, R15
+	JZ jdone
+
+jrow:
+	MOVQ off+40(FP), R8
+	MOVQ shuf+48(FP), R9
+	MOVQ w+56(FP), R10
+	MOVQ bdst+64(FP), R11
+	MOVQ nblk+72(FP), CX
+
+jblk:
+	VMOVDQU 0(R9), Y8
+	VMOVDQU 32(R9), Y9
+	VMOVDQU 64(R9), Y10
+	VMOVDQU 96(R9), Y11
+	VMOVDQA Y12, Y0
+	VMOVDQA Y12, Y1
+	VMOVDQA Y12, Y2
+	VMOVDQA Y12, Y3
+	MOVLQSX 0(R8), AX
+	MOVLQSX 8(R8), R12
+	MOVLQSX 16(R8), R13
+	MOVLQSX 24(R8), R14
+	ADDQ SI, AX
+	ADDQ SI, R12
+	ADDQ SI, R13
+	ADDQ SI, R14
+	XORQ BX, BX
+	MOVQ np+80(FP), DX
+
+jpair:
+	VMOVDQU (AX)(BX*1), Y4
+	VMOVDQU (R12)(BX*1), Y5
+	VMOVDQU (R13)(BX*1), Y6
+	VMOVDQU (R14)(BX*1), Y7
+	VPSHUFB Y8, Y4, Y4
+	VPSHUFB Y9, Y5, Y5
+	VPSHUFB Y10, Y6, Y6
+	VPSHUFB Y11, Y7, Y7
+	VPMADDWD 0(R10), Y4, Y4
+	VPMADDWD 32(R10), Y5, Y5
+	VPMADDWD 64(R10), Y6, Y6
+	VPMADDWD 96(R10), Y7, Y7
+	VPADDD Y4, Y0, Y0
+	VPADDD Y5, Y1, Y1
+	VPADDD Y6, Y2, Y2
+	VPADDD Y7, Y3, Y3
+	ADDQ pstride+88(FP), BX
+	ADDQ $128, R10
+	DECQ DX
+	JNZ jpair
+
+	VPSRAD X13, Y0, Y0
+	VPSRAD X13, Y1, Y1
+	VPSRAD X13, Y2, Y2
+	VPSRAD X13, Y3, Y3
+	VPACKSSDW Y1, Y0, Y0
+	VPACKSSDW Y3, Y2, Y2
+	VPACKUSWB Y2, Y0, Y0
+	MOVLQSX (R11), AX
+	VMOVDQU Y0, (DI)(AX*1)
+	ADDQ $32, R8
+	ADDQ $128, R9
+	ADDQ $4, R11
+	DECQ CX
+	JNZ jblk
+
+	ADDQ dstride+8(FP), DI
+	ADDQ sstride+24(FP), SI
+	DECQ R15
+	JNZ jrow
+
+jdone:
+	VZEROUPPER
+	RET

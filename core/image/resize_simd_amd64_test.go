@@ -10,22 +10,25 @@ import "testing"
 // feature variables off).
 func TestResizeKernelLevels(t *testing.T) {
 	z, a, s, sh := useAVX512Resize, useAVX2Resize, hasSSSE3, useSharedWindow
-	defer func() { useAVX512Resize, useAVX2Resize, hasSSSE3, useSharedWindow = z, a, s, sh }()
+	defer func() {
+		useAVX512Resize, useAVX2Resize, hasSSSE3, useSharedWindow, usePairedWindows = z, a, s, sh, true
+	}()
 	for _, l := range []struct {
-		name              string
-		sh, z, a, s, have bool
+		name                  string
+		sh, z, a, s, pw, have bool
 	}{
-		{"avx512", true, true, true, true, z},
-		{"avx512-window-per-zmm", false, true, true, true, z},
-		{"avx2", false, false, true, true, a},
-		{"ssse3", false, false, false, true, s},
-		{"sse2", false, false, false, false, true},
+		{"avx512", true, true, true, true, true, z},
+		{"avx512-window-per-zmm", false, true, true, true, true, z},
+		{"avx2", false, false, true, true, true, a},
+		{"avx2-unpaired", false, false, true, true, false, a},
+		{"ssse3", false, false, false, true, true, s},
+		{"sse2", false, false, false, false, true, true},
 	} {
 		t.Run(l.name, func(t *testing.T) {
 			if !l.have {
 				t.Skipf("CPU lacks %s", l.name)
 			}
-			useSharedWindow, useAVX512Resize, useAVX2Resize, hasSSSE3 = l.sh, l.z, l.a, l.s
+			useSharedWindow, useAVX512Resize, useAVX2Resize, hasSSSE3, usePairedWindows = l.sh, l.z, l.a, l.s, l.pw
 			checkResizeKernels(t)
 			if raceEnabled || testing.Short() {
 				return // the scalar loops run ~10× slower under -race
@@ -41,24 +44,25 @@ func TestResizeKernelLevels(t *testing.T) {
 // last; set selects one, and the returned func restores the defaults.
 func kernelLevels() []kernelLevel {
 	z, a, s := useAVX512Resize, useAVX2Resize, hasSSSE3
-	set := func(zz, aa, ss, scalar, shared bool) func() func() {
+	set := func(zz, aa, ss, scalar, shared, paired bool) func() func() {
 		return func() func() {
-			useAVX512Resize, useAVX2Resize, hasSSSE3, forceScalar, useSharedWindow = zz, aa, ss, scalar, shared
+			useAVX512Resize, useAVX2Resize, hasSSSE3, forceScalar, useSharedWindow, usePairedWindows = zz, aa, ss, scalar, shared, paired
 			return func() {
-				useAVX512Resize, useAVX2Resize, hasSSSE3, forceScalar, useSharedWindow = z, a, s, false, true
+				useAVX512Resize, useAVX2Resize, hasSSSE3, forceScalar, useSharedWindow, usePairedWindows = z, a, s, false, true, true
 			}
 		}
 	}
 	ls := []kernelLevel{
-		{"scalar", set(false, false, false, true, true)},
-		{"sse-old", set(false, false, s, false, true)},
+		{"scalar", set(false, false, false, true, true, true)},
+		{"sse-old", set(false, false, s, false, true, true)},
 	}
 	if a {
-		ls = append(ls, kernelLevel{"avx2", set(false, true, s, false, true)})
+		ls = append(ls, kernelLevel{"avx2-unpaired", set(false, true, s, false, true, false)})
+		ls = append(ls, kernelLevel{"avx2", set(false, true, s, false, true, true)})
 	}
 	if z {
-		ls = append(ls, kernelLevel{"avx512-window-per-zmm", set(true, true, s, false, false)})
-		ls = append(ls, kernelLevel{"avx512", set(true, true, s, false, true)})
+		ls = append(ls, kernelLevel{"avx512-window-per-zmm", set(true, true, s, false, false, true)})
+		ls = append(ls, kernelLevel{"avx512", set(true, true, s, false, true, true)})
 	}
 	return ls
 }

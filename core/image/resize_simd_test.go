@@ -135,6 +135,7 @@ func checkResizeKernels(t *testing.T) {
 	acs := areaDiffCases()
 	aref := scalarRefs(t, acs, func(c resizeCase) []uint8 { return runAreaCase(t, &rs, c) })
 	var hits [4]int // area AVX2 / AVX-512 tables, bicubic AVX2 / AVX-512
+	var paired, mixed int // AVX2 tables with paired blocks, with paired and unpaired ones
 	for i, c := range acs {
 		if got := runAreaCase(t, &ra, c); !bytes.Equal(got, aref[i]) {
 			t.Fatalf("area %v: kernels differ from scalar", c)
@@ -142,6 +143,8 @@ func checkResizeKernels(t *testing.T) {
 		if ResizeAreaPath(c.sw, c.sh, c.dw, c.dh) == AreaLinear {
 			hits[0] += b2i(ra.gtab.ok)
 			hits[1] += b2i(ra.ztab.ok)
+			p, m := pairedStats(&ra.gtab)
+			paired, mixed = paired+p, mixed+m
 		}
 		var fresh AreaResizer
 		if got := runAreaCase(t, &fresh, c); !bytes.Equal(got, aref[i]) {
@@ -158,14 +161,33 @@ func checkResizeKernels(t *testing.T) {
 		if c.sw != c.dw && rb.h.gcn == c.cn {
 			hits[2] += b2i(rb.h.gtab.ok)
 			hits[3] += b2i(rb.h.ztab.ok)
+			p, m := pairedStats(&rb.h.gtab)
+			paired, mixed = paired+p, mixed+m
 		}
 	}
-	t.Logf("cases with tables: area avx2 %d avx512 %d, bicubic avx2 %d avx512 %d (of %d, %d)", hits[0], hits[1], hits[2], hits[3], len(acs), len(bcs))
+	t.Logf("cases with tables: area avx2 %d avx512 %d, bicubic avx2 %d avx512 %d (of %d, %d); avx2 tables with paired blocks %d, mixed %d",
+		hits[0], hits[1], hits[2], hits[3], len(acs), len(bcs), paired, mixed)
+	if groupKernels() && (paired < 10 || mixed < 5) {
+		t.Errorf("only %d AVX2 tables with paired blocks, %d mixed", paired, mixed)
+	}
 	for i, h := range hits {
 		if used := (i%2 == 0 && groupKernels()) || (i%2 == 1 && zgroupKernels()); used && h < 10 {
 			t.Errorf("only %d cases exercise table %d", h, i)
 		}
 	}
+}
+
+// pairedStats reports whether an AVX2 table has paired blocks, and
+// whether it has both paired and unpaired ones, as 0/1.
+func pairedStats(g *groupTab) (paired, mixed int) {
+	if !g.ok || len(g.runs) == 0 {
+		return 0, 0
+	}
+	n := 0
+	for k := 0; k+1 < len(g.runs); k += 2 {
+		n += int(g.runs[k+1] - g.runs[k])
+	}
+	return 1, b2i(n < g.nblk)
 }
 
 func b2i(b bool) int {
