@@ -134,7 +134,7 @@ func checkResizeKernels(t *testing.T) {
 	var ra, rs AreaResizer
 	acs := areaDiffCases()
 	aref := scalarRefs(t, acs, func(c resizeCase) []uint8 { return runAreaCase(t, &rs, c) })
-	var hits [4]int // area AVX2 / AVX-512 tables, bicubic AVX2 / AVX-512
+	var hits [4]int       // area AVX2 / AVX-512 tables, bicubic AVX2 / AVX-512
 	var paired, mixed int // AVX2 tables with paired blocks, with paired and unpaired ones
 	for i, c := range acs {
 		if got := runAreaCase(t, &ra, c); !bytes.Equal(got, aref[i]) {
