@@ -19,16 +19,19 @@ import (
 func init() {
 	register(&command{
 		name:    "plugin",
-		summary: "plugin tools: verify FILE.wasm [--cases DIR] [--checkpoint DIR] loads a gwabi v1 plugin under production limits and runs fixtures",
+		summary: "plugin tools: verify FILE.wasm [--cases DIR] [--checkpoint DIR] loads a gwabi v1 plugin under production limits and runs fixtures; new NAME [--tag TAG] scaffolds embodiments/NAME from the checkpoint's contract",
 		run:     pluginCmd,
 	})
 }
 
 func pluginCmd(ctx context.Context, args []string) error {
-	if len(args) == 0 || args[0] != "verify" {
-		return fmt.Errorf("%w: gr00tgw plugin verify FILE.wasm [--cases DIR] [--checkpoint DIR] [--cache-dir DIR] [-v]", errUsage)
+	switch {
+	case len(args) > 0 && args[0] == "verify":
+		return pluginVerify(ctx, os.Stdout, args[1:])
+	case len(args) > 0 && args[0] == "new":
+		return pluginNew(os.Stdout, args[1:])
 	}
-	return pluginVerify(ctx, os.Stdout, args[1:])
+	return fmt.Errorf("%w: gr00tgw plugin verify FILE.wasm [--cases DIR] [--checkpoint DIR] [--cache-dir DIR] [-v] | gr00tgw plugin new NAME [--tag TAG] [--weights-dir DIR] [--dir DIR]", errUsage)
 }
 
 // parseInterspersed parses flags that may follow positional arguments.

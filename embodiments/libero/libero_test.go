@@ -149,3 +149,15 @@ func TestWasmMatchesNative(t *testing.T) {
 	require.ErrorAs(t, err, &ge)
 	assert.Equal(t, plugins.GuestError{Plugin: "libero", Stage: "pre", Code: "invalid_state", Field: "state.gripper", Message: "expected 2 values, got 1"}, *ge)
 }
+
+// TestCases runs testdata/cases through libero.wasm under the host.
+func TestCases(t *testing.T) {
+	p := plugintest.MustOpen(t, plugintest.Guest{Dir: "."}, plugins.WithCheckpoint(checkpoint(t)))
+	cases, err := plugintest.LoadCases("testdata/cases")
+	require.NoError(t, err)
+	require.Len(t, cases, 3)
+	for _, c := range cases {
+		r := c.Run(context.Background(), p)
+		require.NoError(t, r.Err, "%s (%s)", r.Name, r.File)
+	}
+}
