@@ -17,6 +17,7 @@ import (
 
 	"github.com/gr00tgw/gr00tgw/assets"
 	"github.com/gr00tgw/gr00tgw/core/npy"
+	"github.com/gr00tgw/gr00tgw/core/model"
 	"github.com/gr00tgw/gr00tgw/core/processor"
 	"github.com/gr00tgw/gr00tgw/device"
 	"github.com/gr00tgw/gr00tgw/device/cpu"
@@ -342,13 +343,7 @@ func writeInputs(dir string, in *device.Inputs) error {
 // processRequest runs the host pipeline (core/processor: frames →
 // pixel_values and grids, instruction → input_ids, mRoPE ids) on req.
 func processRequest(in *device.Inputs, weights string, req runRequest) error {
-	tag := req.Embodiment
-	p, err := processor.Open(weights, tag)
-	if err != nil && tag != "" {
-		// processor_config.json may name the embodiment differently; fall
-		// back to its only/default one.
-		p, err = processor.Open(weights, "")
-	}
+	p, err := processor.Open(weights, req.Embodiment)
 	if err != nil {
 		return err
 	}
@@ -473,19 +468,14 @@ func embodimentIndex(weights, tag string) (int, error) {
 	if n, err := strconv.Atoi(tag); err == nil {
 		return n, nil
 	}
-	b, err := os.ReadFile(filepath.Join(weights, "embodiment_id.json"))
+	ids, err := model.LoadEmbodimentIDs(weights)
 	if err != nil {
 		return 0, fmt.Errorf("embodiment[%s]: %w", tag, err)
 	}
-	var m map[string]int
-	if err := json.Unmarshal(b, &m); err != nil {
-		return 0, fmt.Errorf("embodiment_id.json: %w", err)
+	if ids == nil {
+		return 0, fmt.Errorf("embodiment[%s]: the checkpoint has no %s", tag, model.EmbodimentIDsFile)
 	}
-	id, ok := m[tag]
-	if !ok {
-		return 0, fmt.Errorf("embodiment[%s] not in embodiment_id.json", tag)
-	}
-	return id, nil
+	return ids.Slot(tag)
 }
 
 // processorSide is the part of processor_config.json this command reads.

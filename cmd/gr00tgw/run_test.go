@@ -197,5 +197,5 @@ func TestRunStateNoiseFlags(t *testing.T) {
 	err = runCmd(context.Background(), []string{"--weights", runTiny, "--inputs", runCaseA, "--out", t.TempDir(), "--state", bad})
 	assert.ErrorContains(t, err, "state has 17 values, want 132")
 	err = runCmd(context.Background(), []string{"--weights", runTiny, "--inputs", runCaseA, "--out", t.TempDir(), "--embodiment", "nope"})
-	assert.ErrorContains(t, err, "embodiment[nope] not in embodiment_id.json")
+	assert.ErrorContains(t, err, "embodiment_id.json has no entry for embodiment nope")
 }
