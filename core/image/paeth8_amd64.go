@@ -22,15 +22,34 @@ func paeth3x8AVX2(dst, src, prev *byte, n, dstride, sstride int, zmask *[8][64]b
 // kernel, used where the AVX-512 one cannot run.
 var hasPaeth8AVX2 = cpu.X86.HasAVX2
 
-// forcePaeth8AVX2 makes the wide Paeth paths use the AVX2 kernel on an
-// AVX-512 CPU (tests and benchmarks).
-var forcePaeth8AVX2 = false
+// forcePaeth8AVX2 makes the wide Paeth paths use the AVX2 kernels on an
+// AVX-512 CPU, and forceNoPaeth16AVX2 makes paeth16Out run the eight-row
+// AVX2 kernel twice instead of the sixteen-row one (tests and benchmarks).
+var forcePaeth8AVX2, forceNoPaeth16AVX2 = false, false
 
 // paethZMask are paeth3x8AVX2's prologue masks: row t clears qword t of
 // the two YMM halves (rows 0–3, rows 4–7), so lane t starts with a = c = 0.
 var paethZMask = func() (m [8][64]byte) {
 	for t := range 8 {
 		for i := range 64 {
+			if i/8 != t {
+				m[t][i] = 0xff
+			}
+		}
+	}
+	return m
+}()
+
+// paeth3x16AVX2 is implemented in paeth16avx2_amd64.s.
+//
+//go:noescape
+func paeth3x16AVX2(dst, src, prev *byte, n, dstride, sstride int, zmask *[16][128]byte)
+
+// paethZMask16 are paeth3x16AVX2's prologue masks: row t clears qword t
+// mod 4 of quarter t/4.
+var paethZMask16 = func() (m [16][128]byte) {
+	for t := range 16 {
+		for i := range 128 {
 			if i/8 != t {
 				m[t][i] = 0xff
 			}
@@ -76,7 +95,7 @@ func paeth3x16AVX512(dst, src, prev *byte, n, dstride, sstride int)
 // paeth16Out is paeth8Out for sixteen rows (two eight-row wavefronts side
 // by side, twice the work per step of the serial chain): src must stay
 // readable one byte past row 15; n ≥ 17. Without AVX-512 it runs the
-// eight-row AVX2 kernel twice (rows 8–15 below the finished row 7).
+// sixteen-row AVX2 kernel.
 func paeth16Out(dst []uint8, dstride int, src []uint8, sstride int, prev []uint8, n int) bool {
 	if !paeth8Enabled() || n < 17 || dstride < 3*n || sstride < 3*n ||
 		len(dst) < 15*dstride+3*n || len(src) < 15*sstride+3*n+1 || len(prev) < 3*n+1 {
@@ -86,7 +105,11 @@ func paeth16Out(dst []uint8, dstride int, src []uint8, sstride int, prev []uint8
 		paeth3x16AVX512(&dst[0], &src[0], &prev[0], n, dstride, sstride)
 		return true
 	}
-	paeth3x8AVX2(&dst[0], &src[0], &prev[0], n, dstride, sstride, &paethZMask)
-	paeth3x8AVX2(&dst[8*dstride], &src[8*sstride], &dst[7*dstride], n, dstride, sstride, &paethZMask)
+	if forceNoPaeth16AVX2 {
+		paeth3x8AVX2(&dst[0], &src[0], &prev[0], n, dstride, sstride, &paethZMask)
+		paeth3x8AVX2(&dst[8*dstride], &src[8*sstride], &dst[7*dstride], n, dstride, sstride, &paethZMask)
+		return true
+	}
+	paeth3x16AVX2(&dst[0], &src[0], &prev[0], n, dstride, sstride, &paethZMask16)
 	return true
 }

@@ -57,13 +57,14 @@ func unfilterRGBInPlaceOld(pix, raw, zero []uint8, w, h int) bool {
 // scanlines, which the in-place variants pay on top of their work here
 // (and which the decoder does not: it inflates afresh); subtract it.
 // "out-avx512-x16x8" is the best wide kernel (on an AVX2-only CPU the
-// AVX2 one), "out-avx2-x8" the eight-row AVX2 kernel forced.
+// AVX2 ones), "out-avx2-x16x8" the sixteen- and eight-row AVX2 kernels
+// forced, "out-avx2-x8" the eight-row one alone.
 func BenchmarkUnfilterCaseA(b *testing.B) {
 	raw, w, h := caseARaw(b, 0)
 	work := make([]uint8, len(raw))
 	pix := make([]uint8, 3*w*h)
 	zero := make([]uint8, 3*w+pngRawSlack)
-	defer func() { forceScalar, forcePaeth8AVX2 = false, false }()
+	defer func() { forceScalar, forcePaeth8AVX2, forceNoPaeth16AVX2 = false, false, false }()
 	for _, k := range []struct {
 		name string
 		run  func()
@@ -83,6 +84,14 @@ func BenchmarkUnfilterCaseA(b *testing.B) {
 			unfilterRGBOut(pix, raw, zero, w, h)
 		}},
 		{"out-avx2-x8", func() {
+			if !paeth8Enabled() {
+				b.Skip("no AVX2")
+			}
+			forcePaeth8AVX2, forceNoPaeth16AVX2 = true, true
+			unfilterRGBOut(pix, raw, zero, w, h)
+			forcePaeth8AVX2, forceNoPaeth16AVX2 = false, false
+		}},
+		{"out-avx2-x16x8", func() {
 			if !paeth8Enabled() {
 				b.Skip("no AVX2")
 			}

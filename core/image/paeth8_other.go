@@ -17,5 +17,6 @@ func paeth16Out(dst []uint8, dstride int, src []uint8, sstride int, prev []uint8
 	return false
 }
 
-// forcePaeth8AVX2 has no effect on this architecture (tests set it).
-var forcePaeth8AVX2 = false
+// forcePaeth8AVX2 and forceNoPaeth16AVX2 have no effect on this
+// architecture (tests set them).
+var forcePaeth8AVX2, forceNoPaeth16AVX2 = false, false

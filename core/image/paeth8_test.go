@@ -57,10 +57,13 @@ func TestPaethWideMatchesScalar(t *testing.T) {
 	if !paeth8Enabled() {
 		t.Skip("no wide Paeth on this CPU/build")
 	}
-	defer func() { forcePaeth8AVX2 = false }()
-	for _, avx2 := range []bool{false, true} {
-		forcePaeth8AVX2 = avx2
-		t.Run(map[bool]string{false: "best", true: "avx2"}[avx2], testPaethWide)
+	defer func() { forcePaeth8AVX2, forceNoPaeth16AVX2 = false, false }()
+	for _, l := range []struct {
+		name          string
+		avx2, no16avx bool
+	}{{"best", false, false}, {"avx2", true, false}, {"avx2-x8-only", true, true}} {
+		forcePaeth8AVX2, forceNoPaeth16AVX2 = l.avx2, l.no16avx
+		t.Run(l.name, testPaethWide)
 	}
 }
 
@@ -155,8 +158,9 @@ func TestUnfilterRGBOutMatchesScalar(t *testing.T) {
 				zero := make([]uint8, 3*n+pngRawSlack)
 				want := make([]uint8, h*3*n)
 				unfilterRowsScalar(t, want, raw, zero, n, h)
-				for _, mode := range []string{"wide", "wide-avx2", "no-wide", "scalar"} {
-					forceNoPaeth8, forceScalar, forcePaeth8AVX2 = mode == "no-wide", mode == "scalar", mode == "wide-avx2"
+				for _, mode := range []string{"wide", "wide-avx2", "wide-avx2-x8", "no-wide", "scalar"} {
+					forceNoPaeth8, forceScalar = mode == "no-wide", mode == "scalar"
+					forcePaeth8AVX2, forceNoPaeth16AVX2 = mode == "wide-avx2" || mode == "wide-avx2-x8", mode == "wide-avx2-x8"
 					got := make([]uint8, h*3*n)
 					for i := range got {
 						got[i] = 0x5A
@@ -164,7 +168,7 @@ func TestUnfilterRGBOutMatchesScalar(t *testing.T) {
 					require.True(t, unfilterRGBOut(got, raw, zero, n, h))
 					require.Equal(t, want, got, "%s n=%d h=%d rep=%d", mode, n, h, rep)
 				}
-				forceNoPaeth8, forceScalar, forcePaeth8AVX2 = false, false, false
+				forceNoPaeth8, forceScalar, forcePaeth8AVX2, forceNoPaeth16AVX2 = false, false, false, false
 			}
 		}
 	}
