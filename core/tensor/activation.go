@@ -74,7 +74,8 @@ func MatMulAct(k Kernels, y, x []float32, m int, w Packed, bias []float32, act A
 // the exp overflow (88.72) and underflow (−87.34, −103.97) boundaries,
 // ±16, ±large, ±MaxFloat32, ±Inf and NaN:
 //
-//	exp        ≤ 1.01 ulp; +Inf above 88.72, gradual underflow to 0 below −103.97
+//	exp        ≤ 1.01 ulp for the softmax's arguments x − max ≤ 0, gradual
+//	           underflow to 0 below −103.97, exp(−Inf) = 0
 //	SiLU       ≤ 3.3 ulp everywhere, subnormal results included
 //	GELU-erf   ≤ 3.1 ulp for |x| < 1 (Taylor series of Φ), ≤ 7 ulp elsewhere
 //	           (Numerical Recipes' erfc with −x²/2 split exactly, so the

@@ -330,28 +330,27 @@ func (ar *attnRows) run(part, worker int) {
 // kind (AVX-512 or AVX2, the same bits; exp as in Activate's contract) when
 // len(row) is a multiple of 16, else in float64.
 func softmaxRow(kind kernelKind, row []float32) float32 {
-	mx, ok := rowMaxSIMD(kind, row)
-	if !ok {
-		mx = float32(math.Inf(-1))
-		for _, v := range row {
-			mx = max(mx, v)
+	if sum, ok := softmaxSIMD(kind, row); ok {
+		if sum == 0 {
+			return 0
 		}
+		return 1 / sum
+	}
+	mx := float32(math.Inf(-1))
+	for _, v := range row {
+		mx = max(mx, v)
 	}
 	if math.IsInf(float64(mx), -1) {
 		clear(row)
 		return 0
 	}
-	sum, ok := expShiftSumSIMD(kind, row, mx)
-	if !ok {
-		var s float64
-		for j, v := range row {
-			e := float32(math.Exp(float64(v - mx)))
-			row[j] = e
-			s += float64(e)
-		}
-		sum = float32(s)
+	var s float64
+	for j, v := range row {
+		e := float32(math.Exp(float64(v - mx)))
+		row[j] = e
+		s += float64(e)
 	}
-	return 1 / sum
+	return 1 / float32(s)
 }
 
 // scalarRows is the portable attention for one (head, chunk) item.

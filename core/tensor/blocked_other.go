@@ -19,7 +19,7 @@ func vecKinds() []kernelKind { return []kernelKind{0} }
 
 func activateSIMD(kind kernelKind, act Activation, x []float32) bool { return false }
 
-func rowMaxSIMD(kind kernelKind, row []float32) (float32, bool) { return 0, false }
+func softmaxSIMD(kind kernelKind, row []float32) (float32, bool) { return 0, false }
 
 func expShiftSumSIMD(kind kernelKind, row []float32, shift float32) (float32, bool) {
 	return 0, false

@@ -230,8 +230,8 @@ func i32c(name string, v uint32) vconst {
 // of GELU-erf is Numerical Recipes' erfcc: erfc(z) = t·exp(−z² + E(t)),
 // t = 1/(1 + z/2), E a degree-9 polynomial (fractional error < 1.2e-7).
 var vconsts = []vconst{
-	f32c("hi", 200),
 	f32c("lo", -200),
+	f32c("nm125", -125),
 	f32c("log2e", 1.44269504088896341),
 	f32c("c1", 0.693359375),
 	f32c("c2", -2.12194440e-4),
@@ -246,7 +246,6 @@ var vconsts = []vconst{
 	f32c("gm2c", -2*0.7978845608028654), // −2·√(2/π)
 	i32c("abs", 0x7fffffff),
 	i32c("sign", 0x80000000),
-	f32c("n160", 160),
 	f32c("nm160", -160),
 	i32c("bias", 127),
 	f32c("e16", 16),
@@ -300,6 +299,9 @@ type vec struct {
 	reg   string // "Z" or "Y"
 	lanes int
 	creg  map[string]string
+	// normal makes expv assume every result is normal (AVX2 rows whose
+	// arguments are all ≥ −86): no clamp, no underflow check.
+	normal bool
 }
 
 var (
@@ -362,27 +364,31 @@ func (v *vec) zero(r string) string {
 }
 
 // expv emits R3 = exp(R1 + lo) (lo a register, or "" for exp(R1)),
-// clobbering R1, R2, R4. Without lo, R1 is first clamped to [−200, 200]
-// with NaN passed through; with lo, the caller bounds R1 + lo. With adj (a
-// scratch register, clobbered on AVX2), the result is scaled by 2²⁴ in the
-// lanes where R0 is negative (K1 on AVX-512, set by the caller), so that a
-// tiny exp stays a normal float there and the caller rounds into the
-// subnormal range once, at the end.
+// clobbering R1, R2, R4, for R1 + lo ≤ 0 or NaN (every caller's argument:
+// x − max, −|s|, −x²/2 + E). Without lo, R1 is first clamped to ≥ −200
+// (so −Inf gives 0) with NaN passed through. With adj (a scratch register,
+// clobbered on AVX2), the result is scaled by 2²⁴ in the lanes where R0 is
+// negative (K1 on AVX-512, set by the caller), so that a tiny exp stays a
+// normal float there and the caller rounds into the subnormal range once,
+// at the end.
 //
 // With lo, n is rounded from R1 + lo and r = (R1 − n·c1) − n·c2 + lo: the
 // first step is exact for |R1| ≥ 1, so a large R1 (−x²/2 in GELU-erf) adds
 // no rounding error beyond that of lo.
 //
-// The 2^n factor: VSCALEFPS on AVX-512; on AVX2, n is clamped to
-// [−160, 160] (p·2^n is +Inf or 0 beyond either way, p ∈ [0.7, 1.42]) and
-// applied as 2^n1·2^n2 with n1 = n>>1, n2 = n − n1, two normal powers of
-// two: p·2^n1 is exact, so the second product rounds p·2^n once, as
-// VSCALEFPS does, gradual underflow included.
+// The 2^n factor: VSCALEFPS on AVX-512. On AVX2, when every lane has
+// n ≥ −125 (the result is normal), n<<23 is added to p's exponent bits,
+// which is exact; otherwise n is clamped to ≥ −160 (p·2^n is 0 below
+// either way, p ∈ [0.7, 1.42]) and applied as 2^n1·2^n2 with n1 = n>>1,
+// n2 = n − n1, two normal powers of two: p·2^n1 is exact, so the second
+// product rounds p·2^n once, as VSCALEFPS does, gradual underflow
+// included. Both give VSCALEFPS's bits.
 func (v *vec) expv(lo, adj string) {
 	r := v.r
 	if lo == "" {
-		p("VMINPS %s, %s, %s", r(1), v.cr("hi"), r(1))
-		p("VMAXPS %s, %s, %s", r(1), v.cr("lo"), r(1))
+		if !v.normal {
+			p("VMAXPS %s, %s, %s", r(1), v.cr("lo"), r(1))
+		}
 		p("VMULPS %s, %s, %s", v.c("log2e"), r(1), r(2))
 	} else {
 		p("VADDPS %s, %s, %s", lo, r(1), r(2))
@@ -418,7 +424,21 @@ func (v *vec) expv(lo, adj string) {
 		p("VSCALEFPS %s, %s, %s", r(2), r(3), r(3))
 		return
 	}
-	p("VMINPS %s, %s, %s", v.c("n160"), r(2), r(2))
+	if v.normal {
+		p("VCVTPS2DQ %s, %s", r(2), r(2))
+		p("VPSLLD $23, %s, %s", r(2), r(2))
+		p("VPADDD %s, %s, %s", r(2), r(3), r(3))
+		return
+	}
+	slow, done := newLabel("expslow"), newLabel("expdone")
+	p("VCMPPS $1, %s, %s, %s", v.c("nm125"), r(2), r(4))
+	p("VPTEST %s, %s", r(4), r(4))
+	p("JNZ %s", slow)
+	p("VCVTPS2DQ %s, %s", r(2), r(2))
+	p("VPSLLD $23, %s, %s", r(2), r(2))
+	p("VPADDD %s, %s, %s", r(2), r(3), r(3))
+	p("JMP %s", done)
+	label(slow)
 	p("VMAXPS %s, %s, %s", v.c("nm160"), r(2), r(2))
 	p("VCVTPS2DQ %s, %s", r(2), r(2))
 	p("VPSRAD $1, %s, %s", r(2), r(4))
@@ -429,6 +449,15 @@ func (v *vec) expv(lo, adj string) {
 	p("VPSLLD $23, %s, %s", r(2), r(2))
 	p("VMULPS %s, %s, %s", r(4), r(3), r(3))
 	p("VMULPS %s, %s, %s", r(2), r(3), r(3))
+	label(done)
+}
+
+var labels int
+
+// newLabel returns a label unique in the file.
+func newLabel(prefix string) string {
+	labels++
+	return fmt.Sprintf("%s%d", prefix, labels)
 }
 
 // signedSigmoid emits, from R0 = x and R1 = −|s| (s of x's sign), R0 =
@@ -534,7 +563,7 @@ func (v *vec) geluErf() {
 
 // Preload lists, most used first.
 var (
-	preSigmoid = []string{"hi", "lo", "one", "log2e", "c1", "c2", "p0", "p1", "p2", "p3", "p4", "p5", "gk", "gm2c", "sign", "abs"}
+	preSigmoid = []string{"lo", "one", "log2e", "c1", "c2", "p0", "p1", "p2", "p3", "p4", "p5", "gk", "gm2c", "sign", "abs"}
 	preErf     = []string{"one", "e16", "em16", "log2e", "c1", "c2", "p1", "p2", "p3", "p4", "p5", "e8", "e7", "e6", "e5", "e4"}
 )
 
@@ -601,6 +630,23 @@ func act(v *vec) {
 	p("RET")
 }
 
+// reduceLanes reduces the 16 lanes of (a, b) — one zmm a, or ymm a and b
+// — with op into lane 0 of the xmm of a, clobbering register 1.
+func reduceLanes(v *vec, op string, a, b int) {
+	if v.reg == "Z" {
+		p("VEXTRACTF64X4 $1, Z%d, Y1", a)
+		p("%s Y1, Y%d, Y%d", op, a, a)
+	} else {
+		p("%s Y%d, Y%d, Y%d", op, b, a, a)
+	}
+	p("VEXTRACTF128 $1, Y%d, X1", a)
+	p("%s X1, X%d, X%d", op, a, a)
+	p("VPERMILPS $0x4e, X%d, X1", a)
+	p("%s X1, X%d, X%d", op, a, a)
+	p("VPERMILPS $0xb1, X%d, X1", a)
+	p("%s X1, X%d, X%d", op, a, a)
+}
+
 // softmaxHelpers emits
 //
 //	func rowMax<ISA>(x *float32, n int) float32          // max of x[0:n], n%16 == 0, n > 0
@@ -609,25 +655,16 @@ func act(v *vec) {
 // the second sets x[i] = exp(x[i] − shift) and returns Σ x[i] as 16 fp32
 // partial sums (lane i sums x[16j + i]) reduced pairwise, n%16 == 0: AVX2
 // keeps the 16 partial sums in two ymm accumulators and reduces them in
-// AVX-512's order, so both return the same bits.
+// AVX-512's order, so both return the same bits. AVX2 has two more:
+//
+//	func rowMaxMinAVX2(x *float32, n int) (mx, mn float32)
+//	func expShiftSumNormalAVX2(x *float32, n int, shift float32) float32
+//
+// the first also returns the minimum, the second is expShiftSum for rows
+// whose x − shift are all ≥ −86, where every exp is a normal float: no
+// clamp and no per-vector underflow check (the same bits).
 func softmaxHelpers(v *vec) {
-	r := v.r
-	// reduce16 reduces the 16 lanes of (a, b) — one zmm a, or ymm a and b —
-	// with op into lane 0 of the xmm of a, clobbering register 1.
-	reduce16 := func(op string, a, b int) {
-		if v.reg == "Z" {
-			p("VEXTRACTF64X4 $1, Z%d, Y1", a)
-			p("%s Y1, Y%d, Y%d", op, a, a)
-		} else {
-			p("%s Y%d, Y%d, Y%d", op, b, a, a)
-		}
-		p("VEXTRACTF128 $1, Y%d, X1", a)
-		p("%s X1, X%d, X%d", op, a, a)
-		p("VPERMILPS $0x4e, X%d, X1", a)
-		p("%s X1, X%d, X%d", op, a, a)
-		p("VPERMILPS $0xb1, X%d, X1", a)
-		p("%s X1, X%d, X%d", op, a, a)
-	}
+	reduce16 := func(op string, a, b int) { reduceLanes(v, op, a, b) }
 	fn := "rowMax" + v.name
 	fmt.Fprintf(&out, "\n// func %s(x *float32, n int) float32\n", fn)
 	fmt.Fprintf(&out, "TEXT ·%s(SB), NOSPLIT, $0-20\n", fn)
@@ -654,7 +691,48 @@ func softmaxHelpers(v *vec) {
 	p("VZEROUPPER")
 	p("RET")
 
-	fn = "expShiftSum" + v.name
+	if v.reg == "Y" {
+		// rowMaxMinAVX2: the max as rowMaxAVX2 (same bits) and the min.
+		fn := "rowMaxMin" + v.name
+		fmt.Fprintf(&out, "\n// func %s(x *float32, n int) (mx, mn float32)\n", fn)
+		fmt.Fprintf(&out, "TEXT ·%s(SB), NOSPLIT, $0-24\n", fn)
+		p("MOVQ x+0(FP), DI")
+		p("MOVQ n+8(FP), CX")
+		p("SHRQ $4, CX")
+		p("VMOVUPS (DI), Y0")
+		p("VMOVUPS 32(DI), Y2")
+		p("VMOVAPS Y0, Y3")
+		p("VMOVAPS Y2, Y4")
+		label("loop")
+		p("VMOVUPS (DI), Y5")
+		p("VMOVUPS 32(DI), Y6")
+		p("VMAXPS Y5, Y0, Y0")
+		p("VMAXPS Y6, Y2, Y2")
+		p("VMINPS Y5, Y3, Y3")
+		p("VMINPS Y6, Y4, Y4")
+		p("ADDQ $64, DI")
+		p("DECQ CX")
+		p("JNZ loop")
+		reduce16("VMAXPS", 0, 2)
+		reduce16("VMINPS", 3, 4)
+		p("VMOVSS X0, mx+16(FP)")
+		p("VMOVSS X3, mn+20(FP)")
+		p("VZEROUPPER")
+		p("RET")
+	}
+	expShiftSum(v, "expShiftSum"+v.name)
+	if v.reg == "Y" {
+		// expShiftSumNormalAVX2: for rows with x − shift ≥ −86 throughout.
+		v.normal = true
+		expShiftSum(v, "expShiftSumNormal"+v.name)
+		v.normal = false
+	}
+}
+
+// expShiftSum emits one expShiftSum function (see softmaxHelpers).
+func expShiftSum(v *vec, fn string) {
+	r := v.r
+	reduce16 := func(op string, a, b int) { reduceLanes(v, op, a, b) }
 	fmt.Fprintf(&out, "\n// func %s(x *float32, n int, shift float32) float32\n", fn)
 	fmt.Fprintf(&out, "TEXT ·%s(SB), NOSPLIT, $0-28\n", fn)
 	p("MOVQ x+0(FP), DI")

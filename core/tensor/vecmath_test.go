@@ -98,7 +98,7 @@ func oracleGELUTanh(v float64) float64 {
 }
 func oracleGELUErf(v float64) float64 { return 0.5 * v * math.Erfc(-v/math.Sqrt2) }
 
-// expKind evaluates the softmax exp of level kind on x (shift 0), through
+// expKind evaluates the softmax exp of level kind on x ≤ 0 (shift 0), through
 // expShiftSumSIMD (padded to 16), or the scalar path's float32(math.Exp).
 func expKind(kind kernelKind, x []float32) []float32 {
 	n := (len(x) + 15) &^ 15
@@ -139,6 +139,23 @@ type vecFunc struct {
 	floor   float64
 	tailAbs float64
 	bands   []ulpBand
+	// nonPositive restricts the inputs to x ≤ 0 and NaN (the softmax exp's
+	// domain: x − max).
+	nonPositive bool
+}
+
+// domain returns the inputs of x that f is specified for.
+func (f vecFunc) domain(x []float32) []float32 {
+	if !f.nonPositive {
+		return x
+	}
+	var d []float32
+	for _, v := range x {
+		if !(v > 0) {
+			d = append(d, v)
+		}
+	}
+	return d
 }
 
 // ulpBand bounds the error to ulp for x in [lo, hi).
@@ -156,7 +173,7 @@ func vecFuncs() []vecFunc {
 	// The bounds are Activate's contract (the maxima of a sweep of every
 	// 3rd float32 in [−110, 110], rounded up).
 	return []vecFunc{
-		{name: "exp", eval: expKind, oracle: oracleExp, maxULP: 1.05},
+		{name: "exp", eval: expKind, oracle: oracleExp, maxULP: 1.05, nonPositive: true},
 		{name: "silu", eval: act(ActSiLU), oracle: oracleSiLU, maxULP: 3.3},
 		{name: "silumul", eval: siluMulKind, oracle: oracleSiLU, maxULP: 3.3},
 		{name: "gelu_tanh", eval: act(ActGELUTanh), oracle: oracleGELUTanh, maxULP: 32, floor: 1e-6, tailAbs: 2e-12,
@@ -170,6 +187,7 @@ func vecFuncs() []vecFunc {
 // (and where) outside the tail, the worst tail error, and the worst error
 // per band.
 func vecErrors(f vecFunc, kind kernelKind, x []float32) (worst float64, worstX float32, tail float64, tailX float32, band []float64) {
+	x = f.domain(x)
 	got := f.eval(kind, x)
 	band = make([]float64, len(f.bands))
 	for i, v := range x {
@@ -236,6 +254,7 @@ func TestVecKindsBitIdentical(t *testing.T) {
 		return math.Float32bits(a) == math.Float32bits(b) || (a != a && b != b)
 	}
 	for _, f := range vecFuncs() {
+		x := f.domain(x)
 		a, b := f.eval(kindAVX512, x), f.eval(kindAVX2, x)
 		for i := range x {
 			if !same(a[i], b[i]) {
@@ -244,12 +263,22 @@ func TestVecKindsBitIdentical(t *testing.T) {
 		}
 	}
 	r := rand.New(rand.NewPCG(41, 42))
-	for _, n := range []int{16, 32, 48, 160, 480, 4096} {
+	// Rows with masked keys (AVX2's general kernel), narrow rows (its
+	// normal-range kernel, min − max ≥ −86), and rows spanning the
+	// underflow range.
+	for ri, n := range []int{16, 32, 48, 160, 480, 4096, 16, 448, 4096, 448, 4096} {
 		row := make([]float32, n)
 		for i := range row {
-			row[i] = float32(r.NormFloat64() * 6)
-			if i%7 == 3 {
-				row[i] = float32(math.Inf(-1))
+			switch {
+			case ri < 6:
+				row[i] = float32(r.NormFloat64() * 6)
+				if i%7 == 3 {
+					row[i] = float32(math.Inf(-1))
+				}
+			case ri < 9:
+				row[i] = float32(r.NormFloat64() * 10)
+			default:
+				row[i] = float32(r.Float64()*130 - 120)
 			}
 		}
 		ra, rb := append([]float32(nil), row...), append([]float32(nil), row...)
@@ -285,6 +314,8 @@ func TestSoftmaxRowKinds(t *testing.T) {
 		tc{"one_visible", append([]float32{neg, neg, 3}, make16(neg, 13)...)},
 		tc{"wide_range", []float32{100, -100, 50, -50, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}},
 		tc{"nan", append([]float32{1, 2, float32(math.NaN())}, make16(0, 29)...)},
+		tc{"span_85", append([]float32{0, -85.9}, make16(-3, 30)...)},
+		tc{"span_87", append([]float32{0, -86.1, -87.5, -95, -103.9, -104.5}, make16(-1, 26)...)},
 	)
 	for _, c := range cases {
 		for _, kind := range vecKinds() {
@@ -362,5 +393,44 @@ func TestAVX2MatchesAVX512Bits(t *testing.T) {
 			outs[i] = a.Out
 		}
 		require.Equal(t, outs[0], outs[1], "attention %+v", c)
+	}
+}
+
+// BenchmarkElementwise times the elementwise kernels at every vector level
+// of this CPU side by side ("scalar" is what AVX2 machines ran before the
+// AVX2 kernels: float64 math.Exp/Tanh/Erf): each activation over a
+// 1792×64 tile, and the softmax of 448-key rows (a vision-frame attention
+// chunk, 48 rows) as Attention calls it.
+func BenchmarkElementwise(b *testing.B) {
+	r := rand.New(rand.NewPCG(47, 48))
+	x := randSlice(r, 1792*64)
+	for i := range x {
+		x[i] *= 3
+	}
+	scores := make([]float32, 48*448)
+	for i := range scores {
+		scores[i] = float32(r.NormFloat64() * 4)
+	}
+	for _, kind := range vecKinds() {
+		for _, act := range []Activation{ActGELUTanh, ActGELUErf, ActSiLU} {
+			b.Run(fmt.Sprintf("%s/%s", act, kindName(kind)), func(b *testing.B) {
+				y := make([]float32, len(x))
+				for b.Loop() {
+					copy(y, x)
+					activateKind(kind, act, y)
+				}
+				b.ReportMetric(float64(len(x))*float64(b.N)/b.Elapsed().Seconds()/1e9, "Gelem/s")
+			})
+		}
+		b.Run("softmax448/"+kindName(kind), func(b *testing.B) {
+			s := make([]float32, len(scores))
+			for b.Loop() {
+				copy(s, scores)
+				for row := range 48 {
+					softmaxRow(kind, s[row*448:(row+1)*448])
+				}
+			}
+			b.ReportMetric(float64(len(s))*float64(b.N)/b.Elapsed().Seconds()/1e9, "Gelem/s")
+		})
 	}
 }
