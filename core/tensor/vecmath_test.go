@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -432,5 +434,43 @@ func BenchmarkElementwise(b *testing.B) {
 			}
 			b.ReportMetric(float64(len(s))*float64(b.N)/b.Elapsed().Seconds()/1e9, "Gelem/s")
 		})
+	}
+}
+
+// godebugOff reports whether GODEBUG turns the cpu feature name off (the
+// last setting of cpu.<name> or cpu.all wins, as in golang.org/x/sys/cpu).
+func godebugOff(name string) bool {
+	off := false
+	for _, f := range strings.Split(os.Getenv("GODEBUG"), ",") {
+		switch f {
+		case "cpu." + name + "=off", "cpu.all=off":
+			off = true
+		case "cpu." + name + "=on", "cpu.all=on":
+			off = false
+		}
+	}
+	return off
+}
+
+// TestISALevel logs the vector level and the kernels this process runs,
+// and checks that the ISA switches take effect: GODEBUG=cpu.avx512f=off
+// leaves no AVX-512 path (AVX2 where the CPU has it), and -tags purego (or
+// a build off amd64) no SIMD path at all.
+func TestISALevel(t *testing.T) {
+	var names []string
+	for _, v := range Variants() {
+		names = append(names, v.Name)
+	}
+	t.Logf("elementwise level %s; kernels %v; default %s", kindName(vecKind), names, names[0])
+	if !simdBuild {
+		require.Equal(t, kernelKind(0), vecKind)
+		require.Equal(t, []string{"portable"}, names)
+		require.Equal(t, []kernelKind{0}, vecKinds())
+	}
+	if godebugOff("avx512f") {
+		require.NotEqual(t, kindAVX512, vecKind)
+		for _, n := range names {
+			require.NotContains(t, n, "avx512")
+		}
 	}
 }

@@ -1,0 +1,6 @@
+//go:build !amd64 || purego
+
+package tensor
+
+// simdBuild reports whether this build has the SIMD kernels.
+const simdBuild = false
