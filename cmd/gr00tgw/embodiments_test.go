@@ -382,7 +382,8 @@ func TestE2EReloadUnderTraffic(t *testing.T) {
 }
 
 // TestE2EScaffoldServed: a checkpoint that describes a new robot
-// (new_embodiment: one camera, relative joints, an absolute gripper);
+// (testdata/n17-tiny-newrobot: new_embodiment, one camera, relative
+// joints, an absolute gripper);
 // `gr00tgw plugin new` scaffolds its plugin, gwplugin-pack builds it,
 // `plugin verify` passes its cases, and dropped into a running server's
 // plugins_dir it is served after a reload (warm-up: determinism on its
@@ -392,7 +393,7 @@ func TestE2EScaffoldServed(t *testing.T) {
 		t.Skip("-short: builds a plugin")
 	}
 	bin, plugins := buildGateway(t)
-	ck := newRobotCheckpoint(t)
+	ck := filepath.Join(moduleRoot(t), "testdata", "n17-tiny-newrobot")
 	built := t.TempDir()
 	pkg := scaffoldPkg(t, bin, built, "myrobot", "--tag", "new_embodiment", "--weights-dir", ck, "--frame", "320x240")
 	out := runTool(t, bin, "plugin", "verify", filepath.Join(built, "myrobot", "myrobot.wasm"), "--cases", filepath.Join(pkg, "testdata", "cases"))
@@ -413,76 +414,4 @@ func TestE2EScaffoldServed(t *testing.T) {
 	require.Len(t, p.Actions["joints"], 16)
 	require.Len(t, p.Actions["joints"][0], 7)
 	require.Len(t, p.Actions["gripper"][0], 1)
-}
-
-// newRobotCheckpoint is the tiny checkpoint plus a new_embodiment tag
-// (slot 10 in its embodiment_id.json already): a modality config with one
-// camera, a 7-joint state decoded relative and a 1-wide gripper decoded
-// absolute over 16 steps, and synthetic statistics for it.
-func newRobotCheckpoint(t *testing.T) string {
-	t.Helper()
-	src := filepath.Join(moduleRoot(t), "testdata", "n17-tiny")
-	dir := t.TempDir()
-	for _, f := range []string{"config.json", "backbone_config.json", "embodiment_id.json"} {
-		b, err := os.ReadFile(filepath.Join(src, f))
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(dir, f), b, 0o644))
-	}
-	for _, f := range []string{"model.safetensors", "caseA", "demo"} {
-		require.NoError(t, os.Symlink(filepath.Join(src, f), filepath.Join(dir, f)))
-	}
-	edit := func(name string, fn func(m map[string]any)) {
-		b, err := os.ReadFile(filepath.Join(src, name))
-		require.NoError(t, err)
-		var m map[string]any
-		require.NoError(t, json.Unmarshal(b, &m))
-		fn(m)
-		b, err = json.MarshalIndent(m, "", " ")
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(dir, name), b, 0o644))
-	}
-	modality := func(delta []int, keys []string, configs any) map[string]any {
-		return map[string]any{"delta_indices": delta, "modality_keys": keys, "sin_cos_embedding_keys": nil,
-			"mean_std_embedding_keys": nil, "action_configs": configs}
-	}
-	steps := make([]int, 16)
-	for i := range steps {
-		steps[i] = i
-	}
-	edit("processor_config.json", func(m map[string]any) {
-		mc := m["processor_kwargs"].(map[string]any)["modality_configs"].(map[string]any)
-		mc["new_embodiment"] = map[string]any{
-			"video": modality([]int{0}, []string{"front"}, nil),
-			"state": modality([]int{0}, []string{"joints", "gripper"}, nil),
-			"action": modality(steps, []string{"joints", "gripper"}, []map[string]any{
-				{"rep": "RELATIVE", "type": "NON_EEF", "format": "DEFAULT", "state_key": "joints"},
-				{"rep": "ABSOLUTE", "type": "NON_EEF", "format": "DEFAULT", "state_key": nil}}),
-			"language": modality([]int{0}, []string{"annotation.human.task_description"}, nil),
-		}
-	})
-	vec := func(n int, v float64) []float64 {
-		out := make([]float64, n)
-		for i := range out {
-			out[i] = v + 0.1*float64(i)
-		}
-		return out
-	}
-	perStep := func(n int, v float64) [][]float64 {
-		out := make([][]float64, 40)
-		for k := range out {
-			out[k] = vec(n, v*float64(k+1)/40)
-		}
-		return out
-	}
-	st := func(lo, hi any) map[string]any {
-		return map[string]any{"min": lo, "max": hi, "q01": lo, "q99": hi, "mean": lo, "std": hi}
-	}
-	edit("statistics.json", func(m map[string]any) {
-		m["new_embodiment"] = map[string]any{
-			"state":           map[string]any{"joints": st(vec(7, -2), vec(7, 2)), "gripper": st(vec(1, 0), vec(1, 0.08))},
-			"action":          map[string]any{"joints": st(vec(7, -2), vec(7, 2)), "gripper": st(vec(1, 0), vec(1, 1))},
-			"relative_action": map[string]any{"joints": st(perStep(7, -0.5), perStep(7, 0.5))},
-		}
-	})
-	return dir
 }
