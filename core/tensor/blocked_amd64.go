@@ -293,3 +293,19 @@ func siluMulSIMD(kind kernelKind, x, y []float32) bool {
 	}
 	return true
 }
+
+// normSIMD selects the AVX2 float64 statistics of MeanInvStd and InvRMS
+// (on AVX-512 CPUs too: one implementation, the same results).
+var normSIMD = hasAVX2
+
+// sumF64AVX2 returns Σ float64(x[i]) for i < n, n a multiple of 16, in 16
+// float64 partial sums (lane l sums x[16j+l]) reduced pairwise.
+//
+//go:noescape
+func sumF64AVX2(x *float32, n int) float64
+
+// sqDevF64AVX2 returns Σ (float64(x[i]) − mean)² for i < n, n a multiple
+// of 16, as sumF64AVX2 with the square fused.
+//
+//go:noescape
+func sqDevF64AVX2(x *float32, n int, mean float64) float64

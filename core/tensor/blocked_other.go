@@ -26,3 +26,10 @@ func expShiftSumSIMD(kind kernelKind, row []float32, shift float32) (float32, bo
 }
 
 func siluMulSIMD(kind kernelKind, x, y []float32) bool { return false }
+
+// normSIMD is false: MeanInvStd and InvRMS sum sequentially.
+const normSIMD = false
+
+func sumF64AVX2(x *float32, n int) float64 { panic("tensor: no SIMD") }
+
+func sqDevF64AVX2(x *float32, n int, mean float64) float64 { panic("tensor: no SIMD") }

@@ -1,7 +1,8 @@
 //go:build ignore
 
 // gen_asm writes gemm_amd64.s: the SIMD GEMM micro-kernels, and the
-// elementwise kernels (activations, softmax exp) for AVX-512F and AVX2+FMA.
+// elementwise kernels (activations, softmax exp) for AVX-512F and AVX2+FMA,
+// and the float64 statistics of LayerNorm and RMSNorm.
 // Regenerate with
 //
 //	cd core/tensor && go run gen_asm.go && go vet .
@@ -763,6 +764,81 @@ func expShiftSum(v *vec, fn string) {
 	p("RET")
 }
 
+// normStats emits the float64 statistics of LayerNorm and RMSNorm (AVX2,
+// used on every SIMD level: they are bound by the float → double widening,
+// and one implementation keeps AVX2 and AVX-512 results identical):
+//
+//	func sumF64AVX2(x *float32, n int) float64                 // Σ x[i]
+//	func sqDevF64AVX2(x *float32, n int, mean float64) float64 // Σ (x[i] − mean)²
+//
+// n a multiple of 16, in float64 with 16 partial sums (four ymm of four
+// doubles, lane l summing x[16j + l]) reduced pairwise; the square is
+// fused (one rounding per term).
+func normStats() {
+	reduce := func() {
+		p("VADDPD Y1, Y0, Y0")
+		p("VADDPD Y3, Y2, Y2")
+		p("VADDPD Y2, Y0, Y0")
+		p("VEXTRACTF128 $1, Y0, X1")
+		p("VADDPD X1, X0, X0")
+		p("VUNPCKHPD X0, X0, X1")
+		p("VADDSD X1, X0, X0")
+	}
+	fmt.Fprintf(&out, "\n// func sumF64AVX2(x *float32, n int) float64\n")
+	fmt.Fprintf(&out, "TEXT ·sumF64AVX2(SB), NOSPLIT, $0-24\n")
+	p("MOVQ x+0(FP), SI")
+	p("MOVQ n+8(FP), CX")
+	for i := 0; i < 4; i++ {
+		p("VXORPD Y%d, Y%d, Y%d", i, i, i)
+	}
+	p("SHRQ $4, CX")
+	p("JZ done")
+	label("loop")
+	for i := 0; i < 4; i++ {
+		p("VCVTPS2PD %d(SI), Y%d", i*16, 4+i)
+	}
+	for i := 0; i < 4; i++ {
+		p("VADDPD Y%d, Y%d, Y%d", 4+i, i, i)
+	}
+	p("ADDQ $64, SI")
+	p("DECQ CX")
+	p("JNZ loop")
+	label("done")
+	reduce()
+	p("VMOVSD X0, ret+16(FP)")
+	p("VZEROUPPER")
+	p("RET")
+
+	fmt.Fprintf(&out, "\n// func sqDevF64AVX2(x *float32, n int, mean float64) float64\n")
+	fmt.Fprintf(&out, "TEXT ·sqDevF64AVX2(SB), NOSPLIT, $0-32\n")
+	p("MOVQ x+0(FP), SI")
+	p("MOVQ n+8(FP), CX")
+	p("VBROADCASTSD mean+16(FP), Y8")
+	for i := 0; i < 4; i++ {
+		p("VXORPD Y%d, Y%d, Y%d", i, i, i)
+	}
+	p("SHRQ $4, CX")
+	p("JZ done")
+	label("loop")
+	for i := 0; i < 4; i++ {
+		p("VCVTPS2PD %d(SI), Y%d", i*16, 4+i)
+	}
+	for i := 0; i < 4; i++ {
+		p("VSUBPD Y8, Y%d, Y%d", 4+i, 4+i)
+	}
+	for i := 0; i < 4; i++ {
+		p("VFMADD231PD Y%d, Y%d, Y%d", 4+i, 4+i, i)
+	}
+	p("ADDQ $64, SI")
+	p("DECQ CX")
+	p("JNZ loop")
+	label("done")
+	reduce()
+	p("VMOVSD X0, ret+24(FP)")
+	p("VZEROUPPER")
+	p("RET")
+}
+
 // clock emits func clockLoop(iters int): 16 dependent 1-cycle ADDQ AX, AX per
 // iteration, so iters·16 cycles measure the core clock.
 func clock() {
@@ -795,6 +871,7 @@ func main() {
 		act(v)
 		softmaxHelpers(v)
 	}
+	normStats()
 	if err := os.WriteFile("gemm_amd64.s", out.Bytes(), 0o644); err != nil {
 		panic(err)
 	}
