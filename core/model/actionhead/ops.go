@@ -1,6 +1,10 @@
 package actionhead
 
-import "math"
+import (
+	"math"
+
+	"github.com/gr00tgw/gr00tgw/core/tensor"
+)
 
 // This file holds the small fp32 kernels of the action head that are neither
 // GEMMs nor attention (both run on core/tensor): LayerNorm, AdaLN
@@ -9,23 +13,13 @@ import "math"
 
 // layerNorm normalises each of the rows of x (width d) into y over the row:
 // (x − mean)/sqrt(var + eps), biased variance, statistics accumulated in
-// float64. gamma/beta may be nil (non-affine). y may alias x.
+// float64 (tensor.MeanInvStd). gamma/beta may be nil (non-affine). y may
+// alias x.
 func layerNorm(y, x []float32, rows, d int, gamma, beta []float32, eps float64) {
 	for r := 0; r < rows; r++ {
 		xr := x[r*d : r*d+d]
 		yr := y[r*d : r*d+d]
-		var s float64
-		for _, v := range xr {
-			s += float64(v)
-		}
-		mean := s / float64(d)
-		var q float64
-		for _, v := range xr {
-			dv := float64(v) - mean
-			q += dv * dv
-		}
-		inv := 1 / math.Sqrt(q/float64(d)+eps)
-		m32, i32 := float32(mean), float32(inv)
+		m32, i32 := tensor.MeanInvStd(xr, eps)
 		switch {
 		case gamma != nil && beta != nil:
 			for i, v := range xr {

@@ -1,8 +1,6 @@
 package backbone
 
 import (
-	"math"
-
 	"github.com/gr00tgw/gr00tgw/core/model/internal/par"
 	"github.com/gr00tgw/gr00tgw/core/tensor"
 )
@@ -61,21 +59,10 @@ func (j *rowJob) run(p *par.Pool, op rowOp, x, y, w, b []float32, rows, cols int
 	*j = rowJob{}
 }
 
-// layerNormRow: y = (x − mean)/sqrt(var + eps)·w + b, statistics in float64.
+// layerNormRow: y = (x − mean)/sqrt(var + eps)·w + b, statistics in float64
+// (tensor.MeanInvStd).
 func layerNormRow(y, x, w, b []float32, eps float32) {
-	var s float64
-	for _, v := range x {
-		s += float64(v)
-	}
-	mean := s / float64(len(x))
-	var q float64
-	for _, v := range x {
-		d := float64(v) - mean
-		q += d * d
-	}
-	inv := 1 / math.Sqrt(q/float64(len(x))+float64(eps))
-	m := float32(mean)
-	r := float32(inv)
+	m, r := tensor.MeanInvStd(x, float64(eps))
 	y = y[:len(x)]
 	w = w[:len(x)]
 	b = b[:len(x)]
@@ -84,13 +71,10 @@ func layerNormRow(y, x, w, b []float32, eps float32) {
 	}
 }
 
-// rmsNormRow: y = w·(x·rsqrt(mean(x²) + eps)), the variance in float64.
+// rmsNormRow: y = w·(x·rsqrt(mean(x²) + eps)), the mean square in float64
+// (tensor.InvRMS).
 func rmsNormRow(y, x, w []float32, eps float32) {
-	var q float64
-	for _, v := range x {
-		q += float64(v) * float64(v)
-	}
-	r := float32(1 / math.Sqrt(q/float64(len(x))+float64(eps)))
+	r := tensor.InvRMS(x, float64(eps))
 	y = y[:len(x)]
 	w = w[:len(x)]
 	for i, v := range x {
