@@ -43,8 +43,10 @@ type Inputs struct {
 }
 
 // ErrInput is wrapped by a backend's errors for inputs outside what it serves
-// (a sequence or image set larger than its layout, mismatched lengths): the
-// request's fault, not the device's. The gateway maps it to 400.
+// (a sequence or image set larger than its layout, mismatched lengths). The
+// gateway never sends such inputs — it checks requests against Facts'
+// limits before the device lock and answers 400 there — so one reaching a
+// backend is a bug of the gateway, its encoder or a plugin: a 500.
 var ErrInput = errors.New("device: input outside the served layout")
 
 // Stage names reported in Result.Stages, in execution order.
@@ -80,6 +82,11 @@ type Facts struct {
 	// 0 means no fixed limit. The gateway's encoder rejects longer
 	// prompts with a client error naming the instruction.
 	MaxSeqLen int
+	// MaxImages and MaxPatches bound the images of one request and their
+	// total patch rows (pixel_values rows); 0 means no fixed limit. The
+	// gateway refuses an embodiment whose layout exceeds them and rejects
+	// a request that would (400 naming images) before the device lock.
+	MaxImages, MaxPatches int
 	Extra     map[string]any // backend-specific facts (arena, core map, threads, …)
 }
 

@@ -116,7 +116,11 @@ func classify(err error, stage string) *HandlerError {
 		return &HandlerError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, RetryAfter: 1, Err: fmt.Errorf("%s: cancelled (server shutting down): %w", stage, err)}
 	}
 	if errors.Is(err, device.ErrInput) {
-		return &HandlerError{Status: http.StatusBadRequest, Code: CodeInvalid, Err: fmt.Errorf("%s: %w", stage, err)}
+		// The encoder checked the request against the backend's limits
+		// before the lock: an input the device refuses is a gateway,
+		// encoder or plugin bug, not the client's fault.
+		return &HandlerError{Status: http.StatusInternalServerError, Code: CodeInternal,
+			Err: fmt.Errorf("%s: internal error: the gateway sent an input its backend cannot run: %w", stage, err)}
 	}
 	var fe FieldError
 	if errors.As(err, &fe) {

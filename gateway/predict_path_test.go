@@ -2,23 +2,40 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"net/http"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gr00tgw/gr00tgw/device"
 )
 
-// A backend's input error (a request larger than its layout) is the
-// client's fault: 400, not a 500 device failure.
-func TestClassifyDeviceInputError(t *testing.T) {
-	he := classify(fmt.Errorf("cpu: llm: %w", fmt.Errorf("cpu: invalid input: %w", device.ErrInput)), "device")
-	require.Equal(t, http.StatusBadRequest, he.Status)
-	require.Equal(t, CodeInvalid, he.Code)
-	he = classify(fmt.Errorf("cpu: out of memory"), "device")
-	require.Equal(t, http.StatusInternalServerError, he.Status)
+// The status mapping, in one table: the client's errors are 4xx, the
+// server's 5xx — a device input error included (the encoder checks the
+// request against the backend's limits before the lock, so one reaching
+// the device is a bug on this side).
+func TestClassify(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		err    error
+		stage  string
+		status int
+		code   string
+	}{
+		{"device input error", fmt.Errorf("cpu: llm: %w", fmt.Errorf("cpu: invalid input: %w", device.ErrInput)), "device", 500, CodeInternal},
+		{"device failure", fmt.Errorf("cpu: out of memory"), "device", 500, CodeDevice},
+		{"deadline", fmt.Errorf("x: %w", context.DeadlineExceeded), "device", 504, CodeTimeout},
+		{"cancelled", context.Canceled, "queue", 503, CodeUnavailable},
+		{"field", NewFieldError("images.cam[0]", errors.New("bad png")), "decode", 400, CodeInvalid},
+		{"internal", errors.New("boom"), "encode", 500, CodeInternal},
+		{"handler", &HandlerError{Status: 422, Code: CodeSchema, Err: errors.New("x")}, "decode", 422, CodeSchema},
+	} {
+		he := classify(tc.err, tc.stage)
+		assert.Equal(t, tc.status, he.Status, tc.name)
+		assert.Equal(t, tc.code, he.Code, tc.name)
+	}
 }
 
 // Signed msgpack seeds above 2^53 keep every bit.

@@ -454,6 +454,7 @@ func (b *Backend) Facts() device.Facts {
 		Policy:    b.policy.Name,
 		Stages:    []string{device.StageVision, device.StageLLM, device.StageAdapter, device.StageDenoise},
 		MaxSeqLen: b.layout.MaxSeq,
+		MaxImages: b.layout.MaxImages, MaxPatches: b.layout.MaxPatches,
 		Extra: map[string]any{
 			"threads":           b.threads,
 			"checkpoint_sha256": b.digest,

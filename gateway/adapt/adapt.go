@@ -34,22 +34,41 @@ import (
 
 // Encoder adapts a *processor.Processor to gateway.Encoder. Decode decodes
 // every frame (in parallel) under the processor's frame-size and aspect
-// rules; Encode runs the processor on the decoded frames. Safe for
-// concurrent use.
+// rules; Encode runs the processor on the decoded frames and refuses, as
+// the client's error naming images, an image set over the backend's
+// Limits — before the device lock. Safe for concurrent use.
 type Encoder struct {
-	p    *processor.Processor
-	rule *image.AspectRule
-	pix  freelist.List[*[]float32] // pixel_values buffers, recycled via Encoded.Release
-	rgb  freelist.List[*image.RGB] // decoded frames, recycled by Encode
+	p      *processor.Processor
+	rule   *image.AspectRule
+	limits Limits
+	pix    freelist.List[*[]float32] // pixel_values buffers, recycled via Encoded.Release
+	rgb    freelist.List[*image.RGB] // decoded frames, recycled by Encode
+	// keepRGB and keepPix bound the buffers the free lists keep (bytes of
+	// a decoded frame, floats of pixel_values): a request with larger
+	// frames is served, but its buffers go back to the garbage collector.
+	keepRGB, keepPix int
+}
+
+// Limits are the backend's bounds on one request's images (device.Facts);
+// zero fields are unbounded.
+type Limits struct {
+	MaxImages, MaxPatches int
 }
 
 var _ gateway.Encoder = (*Encoder)(nil)
 
-// NewEncoder wraps p. It precomputes the aspect rule of p's chain and
-// required grid (milliseconds).
-func NewEncoder(p *processor.Processor) (*Encoder, error) {
+// NewEncoder wraps p under the backend's limits. It precomputes the
+// aspect rule of p's chain and required grid (milliseconds).
+func NewEncoder(p *processor.Processor, limits Limits) (*Encoder, error) {
 	cfg := p.Config()
-	e := &Encoder{p: p}
+	e := &Encoder{p: p, limits: limits}
+	// Keep buffers up to twice a 1280x720 frame and the pixel_values of a
+	// full backend layout (11 MB for DROID's 4 × 448 patch rows).
+	e.keepRGB = 2 * 1280 * 720 * 3
+	e.keepPix = 1 << 22
+	if limits.MaxPatches > 0 {
+		e.keepPix = limits.MaxPatches * 1536
+	}
 	// Enough for the requests a gateway holds at once (one on the device,
 	// a few encoding); each pixel_values buffer is 11 MB for DROID.
 	e.pix.Max = 4
@@ -88,6 +107,9 @@ func frameErr(err error) error {
 
 // Decode decodes and validates every frame.
 func (e *Encoder) Decode(ctx context.Context, cams []gateway.CameraFrames) (*gateway.Decoded, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	type job struct {
 		cam string
 		idx int
@@ -156,7 +178,9 @@ func (e *Encoder) Encode(ctx context.Context, d *gateway.Decoded, instruction st
 	defer func() {
 		for _, fs := range frames {
 			for _, f := range fs {
-				e.rgb.Put(f)
+				if cap(f.Pix) <= e.keepRGB {
+					e.rgb.Put(f)
+				}
 			}
 		}
 	}()
@@ -164,10 +188,20 @@ func (e *Encoder) Encode(ctx context.Context, d *gateway.Decoded, instruction st
 	if !ok {
 		buf = new([]float32)
 	}
+	if err := ctx.Err(); err != nil {
+		e.pix.Put(buf)
+		return nil, err
+	}
 	in, err := e.p.Process(&processor.Observation{Frames: frames, Instruction: instruction}, processor.Options{PixelValues: *buf})
 	if err != nil {
 		e.pix.Put(buf)
 		return nil, frameErr(err)
+	}
+	l := e.limits
+	if n := len(in.ImageGridTHW); (l.MaxImages > 0 && n > l.MaxImages) || (l.MaxPatches > 0 && in.Rows > l.MaxPatches) {
+		e.putPix(buf, in.PixelValues)
+		return nil, gateway.NewFieldError("images", fmt.Errorf("%d images of %d patch rows in all: the backend serves at most %d images and %d patch rows (send smaller frames)",
+			n, in.Rows, l.MaxImages, l.MaxPatches))
 	}
 	out := &gateway.Encoded{
 		Inputs: device.Inputs{
@@ -180,10 +214,7 @@ func (e *Encoder) Encode(ctx context.Context, d *gateway.Decoded, instruction st
 	}
 	var once sync.Once
 	out.Release = func() {
-		once.Do(func() {
-			*buf = in.PixelValues[:cap(in.PixelValues)]
-			e.pix.Put(buf)
-		})
+		once.Do(func() { e.putPix(buf, in.PixelValues) })
 	}
 	out.Inputs.ImageGridTHW = make([][3]int, len(in.ImageGridTHW))
 	for i, g := range in.ImageGridTHW {
@@ -196,6 +227,16 @@ func (e *Encoder) Encode(ctx context.Context, d *gateway.Decoded, instruction st
 		}
 	}
 	return out, nil
+}
+
+// putPix returns a pixel_values buffer to the free list unless it grew
+// past keepPix.
+func (e *Encoder) putPix(buf *[]float32, pv []float32) {
+	if cap(pv) > e.keepPix {
+		return
+	}
+	*buf = pv[:cap(pv)]
+	e.pix.Put(buf)
 }
 
 func toInt32(v []int64) []int32 {
@@ -308,7 +349,7 @@ func Open(ctx context.Context, cfg config.Config, paths Paths, log *slog.Logger,
 	closers = append(closers, be.Close)
 	facts := be.Facts()
 	log.Info(fmt.Sprintf("Model built in %.1f s", time.Since(t0).Seconds()), "facts", facts)
-	cat.SetMaxSeqLen(facts.MaxSeqLen)
+	cat.SetFacts(facts)
 
 	return &gateway.Deps{
 		Backend: be, Catalog: cat,

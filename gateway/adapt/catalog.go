@@ -15,6 +15,7 @@ import (
 	"github.com/gr00tgw/gr00tgw/core/model"
 	"github.com/gr00tgw/gr00tgw/core/processor"
 	"github.com/gr00tgw/gr00tgw/core/text"
+	"github.com/gr00tgw/gr00tgw/device"
 	"github.com/gr00tgw/gr00tgw/gateway"
 	"github.com/gr00tgw/gr00tgw/plugins"
 	"github.com/gr00tgw/gr00tgw/plugins/abi"
@@ -79,7 +80,7 @@ type Catalog struct {
 	reg        *plugins.Registry
 	ck         *Checkpoint
 	tok        *text.Tokenizer
-	maxSeqLen  int    // the backend's (0: unbounded)
+	facts      device.Facts // the backend's limits (zero before it is open)
 	demoDir    string // config demo_dir ("" : none)
 	defaultTag string
 	log        *slog.Logger
@@ -106,10 +107,7 @@ type CatalogOptions struct {
 	DemoDir string
 	// DefaultTag is config embodiment.
 	DefaultTag string
-	// MaxSeqLen is the backend's longest prompt (device.Facts), 0 before
-	// the backend is open.
-	MaxSeqLen int
-	Logger    *slog.Logger
+	Logger *slog.Logger
 }
 
 // NewCatalog builds a catalog over reg and ck, with tok shared by every
@@ -118,15 +116,16 @@ func NewCatalog(reg *plugins.Registry, ck *Checkpoint, tok *text.Tokenizer, o Ca
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Catalog{reg: reg, ck: ck, tok: tok, maxSeqLen: o.MaxSeqLen, demoDir: o.DemoDir, defaultTag: o.DefaultTag,
+	return &Catalog{reg: reg, ck: ck, tok: tok, demoDir: o.DemoDir, defaultTag: o.DefaultTag,
 		log: o.Logger, dirTag: map[string]string{}}
 }
 
-// SetMaxSeqLen records the backend's longest prompt, once it is open.
-func (c *Catalog) SetMaxSeqLen(n int) {
+// SetFacts records the backend's limits (longest prompt, images and
+// patch rows per request), once it is open.
+func (c *Catalog) SetFacts(f device.Facts) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.maxSeqLen = n
+	c.facts = f
 }
 
 // Scan lists the plugin directory: one candidate per tag. A plugin whose
@@ -231,16 +230,17 @@ func (c *Catalog) Open(ctx context.Context, cand Candidate) (_ *gateway.Binding,
 		return nil, err
 	}
 	c.mu.Lock()
-	pcfg.MaxSeqLen = c.maxSeqLen
+	facts := c.facts
 	c.mu.Unlock()
-	if err := checkSeqLen(&pcfg, &d); err != nil {
+	pcfg.MaxSeqLen = facts.MaxSeqLen
+	if err := checkLayout(&pcfg, &d, facts); err != nil {
 		return nil, err
 	}
 	proc, err := processor.New(pcfg, c.tok)
 	if err != nil {
 		return nil, err
 	}
-	enc, err := NewEncoder(proc)
+	enc, err := NewEncoder(proc, Limits{MaxImages: facts.MaxImages, MaxPatches: facts.MaxPatches})
 	if err != nil {
 		return nil, err
 	}
@@ -429,19 +429,28 @@ func checkServed(d *plugins.Description, ck *Checkpoint) (processor.Config, erro
 	return pc, nil
 }
 
-// checkSeqLen refuses a layout whose images alone need more prompt tokens
-// than the backend's sequence holds (each image: its merged patches and
+// checkLayout refuses a layout the backend cannot run: more images than it
+// holds, more patch rows than its vision stage, or images that alone need
+// more prompt tokens than its sequence (each image: its merged patches and
 // two vision delimiters).
-func checkSeqLen(pc *processor.Config, d *plugins.Description) error {
+func checkLayout(pc *processor.Config, d *plugins.Description, f device.Facts) error {
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("plugin %s: embodiment %s: layout %s: %s", d.Name, d.Embodiment, d.Layout.Name, fmt.Sprintf(format, args...))
+	}
+	n := pc.NumImages()
+	if f.MaxImages > 0 && n > f.MaxImages {
+		return fail("%d images per request, the backend serves at most %d", n, f.MaxImages)
+	}
 	g := pc.RequireGrid
-	if pc.MaxSeqLen <= 0 || g == (image.Grid{}) {
-		return nil
+	if g == (image.Grid{}) {
+		return nil // variable frame sizes: the encoder checks each request
+	}
+	if rows := n * g.T * g.H * g.W; f.MaxPatches > 0 && rows > f.MaxPatches {
+		return fail("%d images of %dx%d patches are %d patch rows, the backend serves at most %d", n, g.H, g.W, rows, f.MaxPatches)
 	}
 	m := max(pc.Chain.MergeSize, 1)
-	need := pc.NumImages() * (g.T*g.H*g.W/(m*m) + 2)
-	if need >= pc.MaxSeqLen {
-		return fmt.Errorf("plugin %s: embodiment %s: layout %s needs at least %d prompt tokens for its %d images, the backend serves sequences of at most %d",
-			d.Name, d.Embodiment, d.Layout.Name, need, pc.NumImages(), pc.MaxSeqLen)
+	if need := n * (g.T*g.H*g.W/(m*m) + 2); pc.MaxSeqLen > 0 && need >= pc.MaxSeqLen {
+		return fail("needs at least %d prompt tokens for its %d images, the backend serves sequences of at most %d", need, n, pc.MaxSeqLen)
 	}
 	return nil
 }

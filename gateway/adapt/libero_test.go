@@ -18,6 +18,7 @@ import (
 	"github.com/gr00tgw/gr00tgw/config"
 	"github.com/gr00tgw/gr00tgw/core/image"
 	"github.com/gr00tgw/gr00tgw/core/processor"
+	"github.com/gr00tgw/gr00tgw/device"
 	"github.com/gr00tgw/gr00tgw/gateway"
 	"github.com/gr00tgw/gr00tgw/plugins"
 	"github.com/gr00tgw/gr00tgw/plugins/abi"
@@ -460,4 +461,32 @@ func TestOpenLiberoOnDROIDCheckpoint(t *testing.T) {
 	assert.Equal(t, liberoTag, info.Embodiments[0].Name)
 	assert.Contains(t, info.Embodiments[0].Status, "statistics")
 	assert.Equal(t, "ok", info.Embodiments[1].Status)
+}
+
+// A layout the backend cannot run is refused at bind time, naming the limit.
+func TestCheckLayout(t *testing.T) {
+	ck, err := ReadCheckpoint(filepath.Join(repoRoot(t), "testdata", "n17-tiny"))
+	require.NoError(t, err)
+	d := liberoDescription()
+	pc, err := checkServed(&d, ck)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		f       device.Facts
+		wantErr string
+	}{
+		{device.Facts{MaxImages: 4, MaxPatches: 1792, MaxSeqLen: 512}, ""},
+		{device.Facts{}, ""},
+		{device.Facts{MaxImages: 1}, "2 images per request, the backend serves at most 1"},
+		{device.Facts{MaxPatches: 300}, "512 patch rows, the backend serves at most 300"},
+		{device.Facts{MaxSeqLen: 100}, "needs at least 132 prompt tokens"},
+	} {
+		c := pc
+		c.MaxSeqLen = tc.f.MaxSeqLen
+		err := checkLayout(&c, &d, tc.f)
+		if tc.wantErr == "" {
+			assert.NoError(t, err)
+			continue
+		}
+		assert.ErrorContains(t, err, tc.wantErr)
+	}
 }
