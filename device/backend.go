@@ -87,7 +87,7 @@ type Facts struct {
 	// gateway refuses an embodiment whose layout exceeds them and rejects
 	// a request that would (400 naming images) before the device lock.
 	MaxImages, MaxPatches int
-	Extra     map[string]any // backend-specific facts (arena, core map, threads, …)
+	Extra                 map[string]any // backend-specific facts (arena, core map, threads, …)
 }
 
 // Options configure Open.

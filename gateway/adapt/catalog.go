@@ -81,7 +81,7 @@ type Catalog struct {
 	ck         *Checkpoint
 	tok        *text.Tokenizer
 	facts      device.Facts // the backend's limits (zero before it is open)
-	demoDir    string // config demo_dir ("" : none)
+	demoDir    string       // config demo_dir ("" : none)
 	defaultTag string
 	log        *slog.Logger
 
@@ -107,7 +107,7 @@ type CatalogOptions struct {
 	DemoDir string
 	// DefaultTag is config embodiment.
 	DefaultTag string
-	Logger *slog.Logger
+	Logger     *slog.Logger
 }
 
 // NewCatalog builds a catalog over reg and ck, with tok shared by every
