@@ -288,7 +288,7 @@ func (ar *attnRows) run(part, worker int) {
 				}
 			}
 		}
-		inv[r] = softmaxRow(at.kind, row, lim)
+		inv[r] = softmaxRow(at.kind, row)
 	}
 
 	// Pack the probabilities (first nkEff keys): pa[ir][j][r].
@@ -328,24 +328,13 @@ func (ar *attnRows) run(part, worker int) {
 // softmaxRow replaces row by exp(row − max(row)) and returns 1/Σ, or fills
 // it with zeros and returns 0 when every entry is −Inf, at vector level
 // kind (AVX-512 or AVX2, the same bits; exp as in Activate's contract) when
-// len(row) is a multiple of 16, else in float64. Entries from lim on are
-// −Inf (masked: a causal row's future keys, padding): the vector path
-// computes only the 16-float groups before ⌈lim/16⌉·16 and clears the rest,
-// which gives the same bits as the whole row (each skipped exp is +0).
-func softmaxRow(kind kernelKind, row []float32, lim int) float32 {
-	if len(row)%16 == 0 {
-		head := min((max(lim, 0)+15)&^15, len(row))
-		if head == 0 {
-			clear(row)
+// len(row) is a multiple of 16, else in float64.
+func softmaxRow(kind kernelKind, row []float32) float32 {
+	if sum, ok := softmaxSIMD(kind, row); ok {
+		if sum == 0 {
 			return 0
 		}
-		if sum, ok := softmaxSIMD(kind, row[:head]); ok {
-			clear(row[head:])
-			if sum == 0 {
-				return 0
-			}
-			return 1 / sum
-		}
+		return 1 / sum
 	}
 	mx := float32(math.Inf(-1))
 	for _, v := range row {

@@ -284,7 +284,7 @@ func TestVecKindsBitIdentical(t *testing.T) {
 			}
 		}
 		ra, rb := append([]float32(nil), row...), append([]float32(nil), row...)
-		sa, sb := softmaxRow(kindAVX512, ra, n), softmaxRow(kindAVX2, rb, n)
+		sa, sb := softmaxRow(kindAVX512, ra), softmaxRow(kindAVX2, rb)
 		require.Equal(t, math.Float32bits(sa), math.Float32bits(sb), "n=%d: 1/Σ", n)
 		require.Equal(t, ra, rb, "n=%d", n)
 	}
@@ -323,7 +323,7 @@ func TestSoftmaxRowKinds(t *testing.T) {
 		for _, kind := range vecKinds() {
 			t.Run(c.name+"/"+kindName(kind), func(t *testing.T) {
 				row := append([]float32(nil), c.row...)
-				inv := softmaxRow(kind, row, len(row))
+				inv := softmaxRow(kind, row)
 				if c.name == "nan" { // a NaN score poisons the row, as in torch
 					require.True(t, math.IsNaN(float64(inv)), "1/Σ = %g", inv)
 					return
@@ -345,35 +345,6 @@ func TestSoftmaxRowKinds(t *testing.T) {
 				}
 				require.InDelta(t, 1/sum, float64(inv), 1e-6/sum)
 			})
-		}
-	}
-}
-
-// TestSoftmaxRowLimit: with the entries from lim on masked (−Inf), as
-// Attention's causal and padded rows are, softmaxRow(row, lim) — which
-// skips the groups past ⌈lim/16⌉·16 — returns the same bits as the whole
-// row, at every level.
-func TestSoftmaxRowLimit(t *testing.T) {
-	r := rand.New(rand.NewPCG(49, 50))
-	neg := float32(math.Inf(-1))
-	for _, n := range []int{16, 48, 480} {
-		for _, lim := range []int{-3, 0, 1, 15, 16, 17, 33, n - 1, n} {
-			if lim > n {
-				continue
-			}
-			row := make([]float32, n)
-			for i := range row {
-				row[i] = float32(r.NormFloat64() * 5)
-				if i >= lim || i%9 == 4 {
-					row[i] = neg
-				}
-			}
-			for _, kind := range vecKinds() {
-				a, b := append([]float32(nil), row...), append([]float32(nil), row...)
-				ia, ib := softmaxRow(kind, a, n), softmaxRow(kind, b, lim)
-				require.Equal(t, math.Float32bits(ia), math.Float32bits(ib), "%s n=%d lim=%d: 1/Σ", kindName(kind), n, lim)
-				require.Equal(t, a, b, "%s n=%d lim=%d", kindName(kind), n, lim)
-			}
 		}
 	}
 }
@@ -458,7 +429,7 @@ func BenchmarkElementwise(b *testing.B) {
 			for b.Loop() {
 				copy(s, scores)
 				for row := range 48 {
-					softmaxRow(kind, s[row*448:(row+1)*448], 448)
+					softmaxRow(kind, s[row*448:(row+1)*448])
 				}
 			}
 			b.ReportMetric(float64(len(s))*float64(b.N)/b.Elapsed().Seconds()/1e9, "Gelem/s")
