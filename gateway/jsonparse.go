@@ -349,6 +349,18 @@ func digits(b []byte, i int) int {
 // matches, so neither test has false positives for the word as a whole).
 func plainString(s []byte) bool {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for len(s) >= 32 { // four words per branch
+		var acc uint64
+		for k := 0; k < 32; k += 8 {
+			w := binary.LittleEndian.Uint64(s[k:])
+			x := w ^ (0x5c * ones)
+			acc |= (w-0x20*ones)&^w | (x-ones)&^x
+		}
+		if acc&highs != 0 {
+			return false
+		}
+		s = s[32:]
+	}
 	for len(s) >= 8 {
 		w := binary.LittleEndian.Uint64(s)
 		x := w ^ (0x5c * ones)
