@@ -66,6 +66,9 @@ type Config struct {
 	// WarmupPCCMin is the minimum Pearson correlation of warm-up actions
 	// with the demo golden; below it start-up fails.
 	WarmupPCCMin float64 `koanf:"warmup_pcc_min" flag:"warmup-pcc-min" env:"GR00T_WARMUP_PCC_MIN" usage:"minimum PCC of warm-up actions vs the golden"`
+	// MaxConnections caps the connections served at once (fasthttp
+	// Concurrency); beyond it new connections are refused.
+	MaxConnections int `koanf:"max_connections" flag:"max-connections" usage:"connections served at once (beyond: refused)"`
 	// MaxBodyBytes caps a request body.
 	MaxBodyBytes int `koanf:"max_body_bytes" flag:"max-body-bytes" usage:"request body size limit in bytes"`
 	// QueueDepth is how many /predict requests may be in flight besides the
@@ -136,6 +139,7 @@ func Default() Config {
 		WarmupRuns:     1,
 		WarmupPCCMin:   0.999,
 		MaxBodyBytes:   32 << 20,
+		MaxConnections: 1024,
 		QueueDepth:     8,
 		RequestTimeout: 30 * time.Second,
 		DrainTimeout:   30 * time.Second,
@@ -232,6 +236,12 @@ func (c *Config) checks() []keyCheck {
 		{"max_body_bytes", func() error {
 			if c.MaxBodyBytes < 1024 {
 				return fmt.Errorf("%d is below 1024", c.MaxBodyBytes)
+			}
+			return nil
+		}},
+		{"max_connections", func() error {
+			if c.MaxConnections < 8 {
+				return fmt.Errorf("%d is below 8", c.MaxConnections)
 			}
 			return nil
 		}},

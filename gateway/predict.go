@@ -52,8 +52,21 @@ func notReady(st int32) *HandlerError {
 // predict is POST /predict.
 func (s *Server) predict(c *fiber.Ctx) error {
 	start := time.Now()
+	// A body left unread (the request refused before admission) is
+	// drained (discarded, up to drainMax) so that the client, still
+	// writing it, reads the refusal instead of a reset; a larger one
+	// closes the connection after the answer.
+	read := false
+	defer func() {
+		if !read && c.Request().Header.ContentLength() != 0 {
+			s.drainBody(c)
+		}
+	}()
 	if st := s.state.Load(); st != stateReady {
 		return notReady(st)
+	}
+	if n := int64(c.Request().Header.ContentLength()); n > int64(s.cfg.MaxBodyBytes) {
+		return s.errBodyTooLarge(n)
 	}
 	if ok, err := s.admit(); !ok {
 		if err != nil {
@@ -66,13 +79,19 @@ func (s *Server) predict(c *fiber.Ctx) error {
 
 	ctx, cancel := context.WithTimeout(c.UserContext(), s.requestDeadline(c))
 	defer cancel()
+	ctx, gone := s.watchClient(ctx, c)
+	defer gone.stop()
 
 	reqMsgpack := isMsgpack(c.Get(fiber.HeaderContentType))
 	var r *predictRequest
-	var err error
-	// The raw body, not c.Body(): under Immutable that is a copy, and the
-	// parsers copy every value they keep.
-	body := c.Request().Body()
+	// The raw body (read only now that the request is admitted), not
+	// c.Body(): under Immutable that is a copy, and the parsers copy every
+	// value they keep.
+	body, err := s.readBody(c)
+	if err != nil {
+		return err
+	}
+	read = true
 	if len(body) == 0 {
 		return schemaError("body", "empty body: send a /predict JSON or msgpack object")
 	}
@@ -97,6 +116,9 @@ func (s *Server) predict(c *fiber.Ctx) error {
 	rid, _ := c.Locals("rid").(string)
 	resp, err := s.runPredict(ctx, deps, e, r, rid, start)
 	if err != nil {
+		if gone.fired() {
+			return errClientClosed
+		}
 		return err
 	}
 	resp.TimingMS.Parse = ms(parse)

@@ -146,8 +146,10 @@ func New(opts Options) (*Server, error) {
 		AppName:               "gr00tgw",
 		Immutable:             true, // strings from the request outlive handlers (spans, metrics, logs)
 		BodyLimit:             opts.Config.MaxBodyBytes,
+		StreamRequestBody:     true, // /predict reads a body only once admitted (body.go)
+		Concurrency:           opts.Config.MaxConnections,
 		DisableStartupMessage: true,
-		ReadTimeout:           opts.Config.RequestTimeout + 30*time.Second,
+		ReadTimeout:           opts.Config.RequestTimeout, // the whole request, body included
 		WriteTimeout:          opts.Config.RequestTimeout + 30*time.Second,
 		IdleTimeout:           75 * time.Second,
 		ErrorHandler: func(c *fiber.Ctx, err error) error {
