@@ -385,13 +385,19 @@ func (b *Backend) PredictTaps(ctx context.Context, in *device.Inputs, tap Tap) (
 		btap = func(name string, shape []int, data []float32) { tap(name, -1, shape, data) }
 		atap = tapAdapter{tap}
 	}
+	// Cancellation is polled inside the stages (every vision block, text
+	// layer, denoise step and DiT block), not only between them.
+	b.runner.SetInterrupt(ctx.Err)
+	b.denoise.SetInterrupt(ctx.Err)
+	defer b.runner.SetInterrupt(nil)
+	defer b.denoise.SetInterrupt(nil)
 	stages := make([]device.StageTiming, 0, 4)
 	res := &device.Result{ActionPred: make([]float32, H*A), Horizon: H, ActionDim: A}
 
 	t0 := time.Now()
 	vo, err := b.runner.Vision(in.PixelValues, in.PixelRows, in.PixelCols, in.ImageGridTHW, btap)
 	if err != nil {
-		return nil, fmt.Errorf("%w: vision: %w", ErrInput, err)
+		return nil, stageErr(ctx, "vision", err)
 	}
 	t1 := time.Now()
 	stages = append(stages, device.StageTiming{Name: device.StageVision, Duration: t1.Sub(t0)})
@@ -400,7 +406,7 @@ func (b *Backend) PredictTaps(ctx context.Context, in *device.Inputs, tap Tap) (
 	}
 	feats, err := b.runner.LLM(in.InputIDs, in.AttentionMask, in.PositionIDs, vo, btap)
 	if err != nil {
-		return nil, fmt.Errorf("%w: llm: %w", ErrInput, err)
+		return nil, stageErr(ctx, "llm", err)
 	}
 	if tap != nil {
 		tap("backbone_features", -1, []int{S, cfg.BackboneEmbeddingDim}, feats)
@@ -412,7 +418,7 @@ func (b *Backend) PredictTaps(ctx context.Context, in *device.Inputs, tap Tap) (
 	}
 	vl := b.vl[:S*cfg.BackboneEmbeddingDim]
 	if err := b.adapter.Run(vl, feats, S, atap); err != nil {
-		return nil, fmt.Errorf("%w: adapter: %w", ErrInput, err)
+		return nil, stageErr(ctx, "adapter", err)
 	}
 	t3 := time.Now()
 	stages = append(stages, device.StageTiming{Name: device.StageAdapter, Duration: t3.Sub(t2)})
@@ -434,12 +440,21 @@ func (b *Backend) PredictTaps(ctx context.Context, in *device.Inputs, tap Tap) (
 		nz = b.noise
 	}
 	if err := b.denoise.Run(res.ActionPred, vl, S, b.imageMask[:S], mask, in.State, nz, atap); err != nil {
-		return nil, fmt.Errorf("%w: denoise: %w", ErrInput, err)
+		return nil, stageErr(ctx, "denoise", err)
 	}
 	t4 := time.Now()
 	stages = append(stages, device.StageTiming{Name: device.StageDenoise, Duration: t4.Sub(t3)})
 	res.Stages = stages
 	return res, nil
+}
+
+// stageErr is a stage's failure: the request's cancellation or deadline
+// when that stopped it, else an input the stage refused (ErrInput).
+func stageErr(ctx context.Context, stage string, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr
+	}
+	return fmt.Errorf("%w: %s: %w", ErrInput, stage, err)
 }
 
 // Facts reports the backend, policy, stages and, in Extra: threads,

@@ -288,3 +288,31 @@ func TestPredictConcurrentCallers(t *testing.T) {
 		assert.Equal(t, ref.ActionPred, outs[i])
 	}
 }
+
+// A request cancelled inside a stage stops at the next block, layer, step
+// or DiT block: the cancellation is polled there, not only between stages.
+func TestPredictCancelledInsideStages(t *testing.T) {
+	b := tinyBackend(t)
+	for _, at := range []string{"vision_block_0", "llm_layer_0", "euler_x"} {
+		ctx, cancel := context.WithCancel(context.Background())
+		var after []string
+		cancelled := false
+		_, err := b.PredictTaps(ctx, caseAInputs(t), func(name string, step int, shape []int, data []float32) {
+			if cancelled {
+				after = append(after, name)
+			}
+			if name == at && !cancelled {
+				cancel()
+				cancelled = true
+			}
+		})
+		cancel()
+		require.ErrorIs(t, err, context.Canceled, at)
+		assert.NotErrorIs(t, err, ErrInput, at)
+		// At most the rest of the block that was running reports taps.
+		assert.LessOrEqual(t, len(after), 3, "%s: taps after the cancellation: %v", at, after)
+	}
+	// The backend serves the next request normally.
+	_, err := b.Predict(context.Background(), caseAInputs(t))
+	require.NoError(t, err)
+}

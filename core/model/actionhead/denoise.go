@@ -30,9 +30,22 @@ type DenoisePlan struct {
 	sHid                []float32 // [HiddenSize]
 	sFeat               []float32 // [Width]: the state token, constant over the steps
 
-	att     tensor.Attention
-	attArgs tensor.AttentionArgs
-	alt     DiT // nil: the model's fp32 blocks (see UseDiT)
+	att       tensor.Attention
+	attArgs   tensor.AttentionArgs
+	alt       DiT          // nil: the model's fp32 blocks (see UseDiT)
+	interrupt func() error // see SetInterrupt
+}
+
+// SetInterrupt installs f (nil: none), polled before every step and every
+// DiT block: a non-nil error stops Run with it, so that a cancelled request
+// gives the device back within one block. Not safe for concurrent use.
+func (p *DenoisePlan) SetInterrupt(f func() error) { p.interrupt = f }
+
+func (p *DenoisePlan) interrupted() error {
+	if p.interrupt == nil {
+		return nil
+	}
+	return p.interrupt()
 }
 
 // NewDenoisePlan preallocates a denoise plan for VL sequences of at most
@@ -153,6 +166,9 @@ func (p *DenoisePlan) Run(actionPred, vl []float32, S int, imageMask, attnMask [
 	dt := float32(1) / float32(c.NumSteps)
 
 	for s := 0; s < c.NumSteps; s++ {
+		if err := p.interrupted(); err != nil {
+			return err
+		}
 		if taps != nil {
 			taps.Tap(TapTemb, s, []int{W}, p.m.temb[s])
 			taps.Tap(TapEulerX, s, []int{H, A}, p.x)
@@ -172,8 +188,8 @@ func (p *DenoisePlan) Run(actionPred, vl []float32, S int, imageMask, attnMask [
 			if err := p.alt.Forward(p.out[:T*c.OutputDim], z, p.m.temb[s]); err != nil {
 				return fmt.Errorf("denoise: DiT step %d: %w", s, err)
 			}
-		} else {
-			p.dit(s)
+		} else if err := p.dit(s); err != nil {
+			return err
 		}
 		if taps != nil {
 			taps.Tap(TapDiTOut, s, []int{T, c.OutputDim}, p.out)
@@ -234,12 +250,15 @@ func (p *DenoisePlan) crossKV(vl []float32, S int, imageMask, attnMask []bool) e
 
 // dit runs the DiT on p.z for Euler step s and leaves proj_out_2's output
 // in p.out.
-func (p *DenoisePlan) dit(s int) {
+func (p *DenoisePlan) dit(s int) error {
 	c := p.m.cfg
 	T, W := c.Tokens(), c.Width
 	k := p.m.k
 	z, n, q, a, t := p.z[:T*W], p.n[:T*W], p.q[:T*W], p.a[:T*W], p.t[:T*W]
 	for i := range p.m.dit {
+		if err := p.interrupted(); err != nil {
+			return err
+		}
 		b := &p.m.dit[i]
 		ada := b.ada[s]
 		layerNorm(n, z, T, W, nil, nil, 1e-5)
@@ -264,4 +283,5 @@ func (p *DenoisePlan) dit(s int) {
 	layerNorm(n, z, T, W, nil, nil, 1e-6)
 	modulate(n, T, W, mod[W:], mod[:W]) // proj_out_1 halves: shift, then scale
 	k.MatMul(p.out, n, T, p.m.out2.w, p.m.out2.b)
+	return nil
 }

@@ -14,9 +14,10 @@ import (
 // not safe for concurrent use. Outputs are views into its buffers, valid
 // until the next call.
 type Runner struct {
-	m    *Model
-	l    Layout
-	pool *par.Pool
+	m         *Model
+	l         Layout
+	pool      *par.Pool
+	interrupt func() error // see SetInterrupt
 
 	rows    rowJob
 	rope    ropeJob
@@ -96,6 +97,19 @@ func (m *Model) NewRunner(l Layout, threads int) (*Runner, error) {
 // Layout returns the runner's layout.
 func (r *Runner) Layout() Layout { return r.l }
 
+// SetInterrupt installs f (nil: none), polled before every vision block
+// and text layer: a non-nil error stops Vision or LLM with it, so that a
+// cancelled request gives the device back within one block. The runner is
+// not safe for concurrent use, and neither is f's installation.
+func (r *Runner) SetInterrupt(f func() error) { r.interrupt = f }
+
+func (r *Runner) interrupted() error {
+	if r.interrupt == nil {
+		return nil
+	}
+	return r.interrupt()
+}
+
 // Close stops the runner's workers.
 func (r *Runner) Close() { r.pool.Close() }
 
@@ -155,6 +169,9 @@ func (r *Runner) Vision(pix []float32, rows, cols int, grids [][3]int, tap TapFu
 	nm := n / (ms * ms)
 	md := v.MergeDim()
 	for bi := range r.m.blocks {
+		if err := r.interrupted(); err != nil {
+			return VisionOut{}, err
+		}
 		r.visionBlock(bi, x, n)
 		if tap != nil {
 			tap(fmt.Sprintf("vision_block_%d", bi), []int{n, h}, x)

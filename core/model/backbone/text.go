@@ -65,6 +65,9 @@ func (r *Runner) LLM(ids, mask, pos []int32, vis VisionOut, tap TapFunc) ([]floa
 	qd, kvd := nh*hd, nkv*hd
 	eps := float32(t.RMSNormEps)
 	for li := range r.m.layers {
+		if err := r.interrupted(); err != nil {
+			return nil, err
+		}
 		L := &r.m.layers[li]
 		xn := r.tn[:s*h]
 		r.rows.run(r.pool, opRMSNorm, x, xn, L.inNorm, nil, s, h, eps)
