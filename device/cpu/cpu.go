@@ -140,6 +140,7 @@ type Backend struct {
 	runner  *backbone.Runner
 	adapter *actionhead.AdapterPlan
 	denoise *actionhead.DenoisePlan
+	ctx     context.Context // the running PredictTaps call's (under mu)
 
 	vl        []float32 // [MaxSeq, backbone dim]
 	imageMask []bool    // [MaxSeq]
@@ -293,6 +294,8 @@ func (b *Backend) buildPlans() error {
 	if b.denoise, err = b.ah.NewDenoisePlan(s); err != nil {
 		return fmt.Errorf("cpu: %w", err)
 	}
+	b.runner.SetInterrupt(b.interrupt)
+	b.denoise.SetInterrupt(b.interrupt)
 	b.vl = make([]float32, s*b.cfg.BackboneEmbeddingDim)
 	b.imageMask = make([]bool, s)
 	b.attnMask = make([]bool, s)
@@ -386,11 +389,11 @@ func (b *Backend) PredictTaps(ctx context.Context, in *device.Inputs, tap Tap) (
 		atap = tapAdapter{tap}
 	}
 	// Cancellation is polled inside the stages (every vision block, text
-	// layer, denoise step and DiT block), not only between them.
-	b.runner.SetInterrupt(ctx.Err)
-	b.denoise.SetInterrupt(ctx.Err)
-	defer b.runner.SetInterrupt(nil)
-	defer b.denoise.SetInterrupt(nil)
+	// layer, denoise step and DiT block), not only between them: the
+	// stages poll b.interrupt, which reads the call's context (no
+	// allocation per call).
+	b.ctx = ctx
+	defer func() { b.ctx = nil }()
 	stages := make([]device.StageTiming, 0, 4)
 	res := &device.Result{ActionPred: make([]float32, H*A), Horizon: H, ActionDim: A}
 
@@ -446,6 +449,14 @@ func (b *Backend) PredictTaps(ctx context.Context, in *device.Inputs, tap Tap) (
 	stages = append(stages, device.StageTiming{Name: device.StageDenoise, Duration: t4.Sub(t3)})
 	res.Stages = stages
 	return res, nil
+}
+
+// interrupt is the stages' cancellation poll: the running call's context.
+func (b *Backend) interrupt() error {
+	if b.ctx == nil {
+		return nil
+	}
+	return b.ctx.Err()
 }
 
 // stageErr is a stage's failure: the request's cancellation or deadline
