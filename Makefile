@@ -1,10 +1,14 @@
 # gr00tgw — build, run and test with only Go installed.
 #   make run    serve the embedded default (CPU backend, tiny checkpoint, DROID plugin) on 127.0.0.1:20000
-#   make test   every test (with -race on the concurrent packages: gateway, plugins)
+#   make test   every test; -race on the concurrent packages; the fidelity tests again
+#               with AVX-512 off (the AVX2 paths) and with the portable code (purego)
 GO        ?= go
 BIN       := bin/gr00tgw
 PLUGINDIR := build/plugins
-RACE_PKGS := ./gateway/... ./plugins/...
+# Packages with concurrency: run under the race detector.
+RACE_PKGS := ./gateway/... ./plugins/... ./core/tensor/... ./core/processor/... ./device/cpu/...
+# Fidelity tests (goldens, corpora, kernels): run again at every ISA level.
+ISA_PKGS  := ./core/... ./device/... ./embodiments/...
 
 .PHONY: all build plugins run test test-short vet bench bench-host bench-model fuzz docker clean
 
@@ -26,8 +30,12 @@ vet:
 	$(GO) vet ./...
 
 test: plugins vet
-	$(GO) test -count=1 $$($(GO) list ./... | grep -v -e /gateway -e /plugins)
+	$(GO) test -count=1 $$($(GO) list ./... | grep -v -e /gateway -e /plugins -e /core/tensor -e /core/processor -e /device/cpu)
 	$(GO) test -count=1 -race $(RACE_PKGS)
+	@echo "== the fidelity tests with AVX-512 disabled (AVX2 paths; a no-op on a CPU without AVX-512)"
+	GODEBUG=$${GODEBUG:+$$GODEBUG,}cpu.avx512f=off $(GO) test -count=1 $(ISA_PKGS)
+	@echo "== the fidelity tests with the portable code (-tags purego)"
+	$(GO) test -count=1 -tags purego $(ISA_PKGS)
 
 test-short: plugins
 	$(GO) test -count=1 -short ./...
