@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/gr00tgw/gr00tgw/config"
 )
@@ -85,6 +86,15 @@ func TestRouting(t *testing.T) {
 			assert.Equal(t, "second", pr.Layout, tc.name)
 		}
 	}
+	// msgpack bodies route by their embodiment field too.
+	m := demoRequest(t)
+	m["embodiment"] = secondTag
+	mp, err := msgpack.Marshal(m)
+	require.NoError(t, err)
+	resp, b := f.do(t, "POST", "/predict", mp, map[string]string{"Content-Type": "application/msgpack", "Accept": "application/json"})
+	require.Equal(t, 200, resp.StatusCode, string(b))
+	assert.Equal(t, secondTag, predictResp(t, b).Embodiment)
+
 	calls := f.backend.calls.Load()
 	for _, tc := range []struct {
 		name, contains string
