@@ -490,3 +490,59 @@ func TestCheckLayout(t *testing.T) {
 		assert.ErrorContains(t, err, tc.wantErr)
 	}
 }
+
+// A checkpoint with no demo of its own (a real snapshot, say) is served
+// with the plugins' shipped demo observations: warm-up checks finiteness
+// and repeat determinism (no golden belongs to this checkpoint).
+func TestServeWithPluginDemos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the plugins and opens the CPU backend")
+	}
+	root := repoRoot(t)
+	dir := tinyCheckpointCopy(t)
+	require.NoError(t, os.Remove(filepath.Join(dir, "caseA")))
+	cfg := config.Default()
+	cfg.Threads = 2
+	cfg.WeightsDir = dir
+	paths := Resolve(cfg, root)
+	pd := pluginsDir(t, root)
+	for _, n := range []string{"droid", "libero"} {
+		// As gwplugin-pack ships them (plugintest.Pack does not).
+		src := filepath.Join(root, "embodiments", n, "testdata", "demo", "request.json")
+		b, err := os.ReadFile(src)
+		require.NoError(t, err)
+		require.NoError(t, os.MkdirAll(filepath.Join(pd, n, "demo"), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(pd, n, "demo", "request.json"), b, 0o644))
+	}
+	paths.Plugins = pd
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv, err := gateway.New(gateway.Options{Config: cfg, Logger: log})
+	require.NoError(t, err)
+	require.NoError(t, srv.Start(context.Background(), func(ctx context.Context) (*gateway.Deps, error) {
+		return Open(ctx, cfg, paths, log, nil)
+	}))
+	defer srv.Shutdown(context.Background())
+	require.True(t, srv.WaitBound(context.Background()))
+	req, _ := http.NewRequest("GET", "/info", nil)
+	resp, err := srv.App().Test(req, -1)
+	require.NoError(t, err)
+	ib, _ := io.ReadAll(resp.Body)
+	var info struct {
+		Embodiments []struct {
+			Name, Status string
+			Warmup       struct{ Check string }
+			Demo         struct {
+				Source string
+				Golden bool
+			}
+		} `json:"embodiments"`
+	}
+	require.NoError(t, json.Unmarshal(ib, &info))
+	require.Len(t, info.Embodiments, 2, string(ib))
+	for _, e := range info.Embodiments {
+		assert.Equal(t, "ok", e.Status, e.Name)
+		assert.Equal(t, "determinism", e.Warmup.Check, e.Name)
+		assert.False(t, e.Demo.Golden, e.Name)
+		assert.Contains(t, e.Demo.Source, pd, e.Name)
+	}
+}

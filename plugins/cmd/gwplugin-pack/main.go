@@ -101,7 +101,7 @@ func pack(ctx context.Context, dir, out string) error {
 		return err
 	}
 	if src := filepath.Join(dir, "testdata", "demo"); fileExists(filepath.Join(src, "request.json")) {
-		if err := os.CopyFS(demo, os.DirFS(src)); err != nil {
+		if err := copyFiles(demo, src); err != nil {
 			return fmt.Errorf("%s: demo: %w", dir, err)
 		}
 	}
@@ -110,3 +110,28 @@ func pack(ctx context.Context, dir, out string) error {
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// copyFiles copies the regular files of src (symbolic links followed) into
+// a new directory dst.
+func copyFiles(dst, src string) error {
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			if e.IsDir() {
+				continue
+			}
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
