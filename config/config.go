@@ -47,6 +47,12 @@ type Config struct {
 	// when absent there: <weights_dir>/demo/<tag>, then for the default
 	// <weights_dir>/demo and <weights_dir>/caseA, then the plugin's demo/.
 	DemoDir string `koanf:"demo_dir" flag:"demo-dir" usage:"demo observations: <dir>/<tag>/request.json (+ actions.json golden), <dir> itself for the default embodiment; empty: <weights_dir>/demo/<tag>, <weights_dir>/demo or caseA, the plugin's demo/"`
+	// GoldenDir holds the goldens `gr00tgw golden` computed:
+	// <golden_dir>/<checkpoint sha256>/<tag>/{request.json,actions.json}.
+	// Warm-up gates an embodiment against its golden there when the
+	// checkpoint ships none. "" means the user cache
+	// ($XDG_CACHE_HOME/gr00tgw/goldens); "-" disables.
+	GoldenDir string `koanf:"golden_dir" flag:"golden-dir" usage:"computed goldens (gr00tgw golden): <dir>/<checkpoint sha256>/<tag>/ (empty: the user cache; -: none)"`
 	// Embodiment is the default embodiment tag: requests that name none
 	// are served by it, and start-up fails when it cannot be served.
 	Embodiment string `koanf:"embodiment" flag:"embodiment" env:"GR00T_EMBODIMENT" usage:"default embodiment tag (requests that name none; must be servable)"`

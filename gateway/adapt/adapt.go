@@ -247,6 +247,22 @@ func toInt32(v []int64) []int32 {
 	return out
 }
 
+// GoldenDir resolves config golden_dir: "" is the user cache
+// (os.UserCacheDir()/gr00tgw/goldens), "-" none.
+func GoldenDir(cfg config.Config) string {
+	switch cfg.GoldenDir {
+	case "-":
+		return ""
+	case "":
+		d, err := os.UserCacheDir()
+		if err != nil {
+			return ""
+		}
+		return filepath.Join(d, "gr00tgw", "goldens")
+	}
+	return cfg.GoldenDir
+}
+
 // Paths are the resolved asset locations Open uses.
 type Paths struct {
 	Weights, Tokenizer, Plugins, Demo string
@@ -328,7 +344,7 @@ func Open(ctx context.Context, cfg config.Config, paths Paths, log *slog.Logger,
 	if err != nil {
 		return nil, fmt.Errorf("plugins_dir: %w", err)
 	}
-	cat := NewCatalog(reg, ck, tok, CatalogOptions{DemoDir: paths.Demo, DefaultTag: cfg.Embodiment, Logger: log})
+	cat := NewCatalog(reg, ck, tok, CatalogOptions{DemoDir: paths.Demo, GoldenDir: GoldenDir(cfg), DefaultTag: cfg.Embodiment, Logger: log})
 	closers = append(closers, func() error {
 		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -82,6 +82,7 @@ type Catalog struct {
 	tok        *text.Tokenizer
 	facts      device.Facts // the backend's limits (zero before it is open)
 	demoDir    string       // config demo_dir ("" : none)
+	goldenDir  string       // computed goldens by checkpoint digest ("": none)
 	defaultTag string
 	log        *slog.Logger
 
@@ -105,6 +106,9 @@ type CatalogOptions struct {
 	// DemoDir is config demo_dir: <DemoDir>/<tag>/ holds an embodiment's
 	// demo, and DemoDir itself the default embodiment's.
 	DemoDir string
+	// GoldenDir holds computed goldens (GoldenDir, `gr00tgw golden`);
+	// "" looks for none.
+	GoldenDir string
 	// DefaultTag is config embodiment.
 	DefaultTag string
 	Logger     *slog.Logger
@@ -116,7 +120,7 @@ func NewCatalog(reg *plugins.Registry, ck *Checkpoint, tok *text.Tokenizer, o Ca
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Catalog{reg: reg, ck: ck, tok: tok, demoDir: o.DemoDir, defaultTag: o.DefaultTag,
+	return &Catalog{reg: reg, ck: ck, tok: tok, demoDir: o.DemoDir, goldenDir: o.GoldenDir, defaultTag: o.DefaultTag,
 		log: o.Logger, dirTag: map[string]string{}}
 }
 
@@ -272,9 +276,10 @@ func (c *Catalog) Close(ctx context.Context) error {
 
 // demo finds tag's demo observation: <demo_dir>/<tag>, then (default
 // embodiment) <demo_dir>; <weights>/demo/<tag>, then (default)
-// <weights>/demo and <weights>/caseA; then the plugin's own demo/, whose
-// golden is never used (a golden belongs to a checkpoint). nil when none
-// exists.
+// <weights>/demo and <weights>/caseA; then a golden computed for this
+// checkpoint (<golden_dir>/<checkpoint sha256>/<tag>, `gr00tgw golden`);
+// then the plugin's own demo/, whose golden is never used (a golden belongs
+// to a checkpoint). nil when none exists.
 func (c *Catalog) demo(tag, pluginDir string) (*gateway.Demo, error) {
 	var dirs []string
 	if c.demoDir != "" {
@@ -286,6 +291,9 @@ func (c *Catalog) demo(tag, pluginDir string) (*gateway.Demo, error) {
 	dirs = append(dirs, filepath.Join(c.ck.Dir, "demo", tag))
 	if tag == c.defaultTag {
 		dirs = append(dirs, filepath.Join(c.ck.Dir, "demo"), filepath.Join(c.ck.Dir, "caseA"))
+	}
+	if d := c.GoldenPath(tag); d != "" {
+		dirs = append(dirs, d)
 	}
 	for _, d := range dirs {
 		if _, err := os.Stat(filepath.Join(d, "request.json")); err == nil {
@@ -305,6 +313,19 @@ func (c *Catalog) demo(tag, pluginDir string) (*gateway.Demo, error) {
 		demo.Note = "the plugin's demo observation: its golden is ignored (a golden belongs to a checkpoint; put one in <weights_dir>/demo/" + tag + ")"
 	}
 	return demo, nil
+}
+
+// GoldenPath is where `gr00tgw golden` keeps tag's golden for this
+// checkpoint: <golden_dir>/<checkpoint sha256>/<tag> ("" without a golden
+// directory or before the backend reported the checkpoint's digest).
+func (c *Catalog) GoldenPath(tag string) string {
+	c.mu.Lock()
+	digest, _ := c.facts.Extra["checkpoint_sha256"].(string)
+	c.mu.Unlock()
+	if c.goldenDir == "" || digest == "" {
+		return ""
+	}
+	return filepath.Join(c.goldenDir, digest, tag)
 }
 
 // checkServed runs every check that ties a plugin to the checkpoint — at
