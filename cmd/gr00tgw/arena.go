@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -30,14 +29,19 @@ func init() {
 // writes the packed bytes (the device upload cache) and FILE.json (the plan
 // facts with the digest, to validate the cache).
 func arenaCmd(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("arena", flag.ContinueOnError)
-	weights := fs.String("weights", "", "checkpoint directory (config.json + model.safetensors[.index.json])")
+	fs := newFlags("arena", "(--weights-dir DIR | --synthetic real|tiny) [--out FILE] [--policy P] [--plan-only]",
+		"Plans the DiT megakernel's DRAM weight arena for a checkpoint, packs it and prints\nthe plan facts (with the digest) as JSON. With --out it writes the packed bytes\nto FILE (parent directories created) and the facts to FILE.json.")
+	weights := fs.String("weights-dir", "", "checkpoint directory (config.json + model.safetensors[.index.json])")
+	deprecatedAlias(fs, "weights", "weights-dir")
 	out := fs.String("out", "", "write the packed arena here (and the plan to FILE.json)")
 	policy := fs.String("policy", "mixed_dit", "dtype policy: mixed_dit (bfp8_b weights, bf16 biases), bf16 or fp32")
-	synthetic := fs.String("synthetic", "", "use deterministic random weights of shape real|tiny instead of --weights")
+	synthetic := fs.String("synthetic", "", "use deterministic random weights of shape real|tiny instead of --weights-dir")
 	seed := fs.Uint64("seed", 1, "seed of --synthetic weights")
 	planOnly := fs.Bool("plan-only", false, "print the plan without reading weights or packing")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
 		return err
 	}
 	p, err := arena.PolicyByName(*policy)
@@ -58,7 +62,7 @@ func arenaCmd(ctx context.Context, args []string) error {
 	case *synthetic != "":
 		return fmt.Errorf("%w: --synthetic must be real or tiny", errUsage)
 	case *weights == "":
-		return fmt.Errorf("%w: need --weights DIR or --synthetic real|tiny", errUsage)
+		return fmt.Errorf("%w: need --weights-dir DIR or --synthetic real|tiny", errUsage)
 	default:
 		raw, err := os.ReadFile(filepath.Join(*weights, "config.json"))
 		if err != nil {
@@ -93,6 +97,9 @@ func arenaCmd(ctx context.Context, args []string) error {
 		var w io.Writer = io.Discard
 		var f *os.File
 		if *out != "" {
+			if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
+				return fmt.Errorf("arena: %w", err)
+			}
 			if f, err = os.Create(*out); err != nil {
 				return fmt.Errorf("arena: %w", err)
 			}

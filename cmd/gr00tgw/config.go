@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 
 	"github.com/spf13/pflag"
@@ -11,7 +10,9 @@ import (
 )
 
 func init() {
-	register(&command{name: "config", summary: "config print: the effective configuration with the source of every value", run: runConfig})
+	register(&command{name: "config", summary: "configuration tools", verbs: []*command{
+		{name: "print", summary: "print the effective configuration with the source of every value", run: runConfigPrint},
+	}})
 }
 
 // configFlags defines --config plus one flag per configuration key on fs
@@ -30,21 +31,18 @@ func loadConfig(fs *pflag.FlagSet, file string) (*config.Loaded, error) {
 	return config.Load(config.Sources{File: file, Flags: fs})
 }
 
-func runConfig(_ context.Context, args []string) error {
-	if len(args) == 0 || args[0] != "print" {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-			fmt.Fprintln(os.Stderr, "usage: gr00tgw config print [--config FILE] [--<key> value ...]")
-			return nil
-		}
-		return fmt.Errorf("%w: want `gr00tgw config print [flags]`", errUsage)
-	}
-	fs := pflag.NewFlagSet("config print", pflag.ContinueOnError)
+// runConfig is `gr00tgw config VERB ...`.
+func runConfig(ctx context.Context, args []string) error { return commands["config"].run(ctx, args) }
+
+func runConfigPrint(_ context.Context, args []string) error {
+	fs := newFlags("config print", "[--config FILE] [--<key> value ...]",
+		"Prints every configuration key's effective value and where it came from\n(defaults → --config FILE → environment → flags), as serve would resolve it.")
 	file := configFlags(fs)
-	if err := parseFlags(fs, args[1:]); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected arguments %v", errUsage, fs.Args())
+	if err := noArgs(fs); err != nil {
+		return err
 	}
 	l, err := loadConfig(fs, *file)
 	if err != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -25,27 +24,55 @@ func init() {
 // encodeRequest is the part of a /predict body the host pipeline reads;
 // other fields (state, noise, seed, ...) are ignored here.
 type encodeRequest struct {
-	Images      map[string][]string `json:"images"`
-	Instruction *string             `json:"instruction"`
-	Language    *string             `json:"language"`
-	Prompt      *string             `json:"prompt"`
-	Embodiment  string              `json:"embodiment"`
+	Images map[string][]string `json:"images"`
+	instructionFields
+	Embodiment string `json:"embodiment"`
+}
+
+// instructionFields are the instruction and its aliases, as /predict reads
+// them: exactly one of them, a string.
+type instructionFields struct {
+	Instruction *string `json:"instruction"`
+	Language    *string `json:"language"`
+	Prompt      *string `json:"prompt"`
+}
+
+// instruction is the one instruction field sent; none, or two aliases, is
+// an error (as /predict answers 422).
+func (f instructionFields) instruction() (string, error) {
+	var name, v string
+	for _, a := range []struct {
+		name string
+		v    *string
+	}{{"instruction", f.Instruction}, {"language", f.Language}, {"prompt", f.Prompt}} {
+		if a.v == nil {
+			continue
+		}
+		if name != "" {
+			return "", fmt.Errorf("%s and %s are aliases: send only one", name, a.name)
+		}
+		name, v = a.name, *a.v
+	}
+	if name == "" {
+		return "", fmt.Errorf("no instruction (or its aliases language, prompt)")
+	}
+	return v, nil
 }
 
 func runEncode(_ context.Context, args []string) error {
-	fs := flag.NewFlagSet("encode", flag.ContinueOnError)
+	fs := newFlags("encode", "--request REQ.json --out DIR [--weights-dir DIR]",
+		"Runs the host pipeline (decode, eval chain, patchify, tokenizer, prompt, mRoPE)\non a /predict body and writes every model input and intermediate as .npy.")
 	reqPath := fs.String("request", "", "`REQ.json`: a /predict body (images, instruction|language|prompt, embodiment)")
 	outDir := fs.String("out", "", "`DIR` to write frames_eval, frames_resized, pixel_values, image_grid_thw, input_ids, attention_mask, position_ids (.npy)")
-	weights := fs.String("weights", "", "checkpoint `DIR` with processor_config.json (and optionally tokenizer.json); default: the repository's testdata/n17-tiny")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: gr00tgw encode --request REQ.json --out DIR [--weights DIR]")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
+	weights := fs.String("weights-dir", "", "checkpoint `DIR` with processor_config.json (and optionally tokenizer.json); default: the repository's testdata/n17-tiny")
+	deprecatedAlias(fs, "weights", "weights-dir")
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *reqPath == "" || *outDir == "" || fs.NArg() > 0 {
-		fs.Usage()
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	if *reqPath == "" || *outDir == "" {
 		return fmt.Errorf("%w: --request and --out are required", errUsage)
 	}
 	raw, err := os.ReadFile(*reqPath)
@@ -56,16 +83,9 @@ func runEncode(_ context.Context, args []string) error {
 	if err := json.Unmarshal(raw, &req); err != nil {
 		return fmt.Errorf("request %s: %w", *reqPath, err)
 	}
-	var inst string
-	switch {
-	case req.Instruction != nil:
-		inst = *req.Instruction
-	case req.Language != nil:
-		inst = *req.Language
-	case req.Prompt != nil:
-		inst = *req.Prompt
-	default:
-		return fmt.Errorf("request %s: no instruction (or language, prompt)", *reqPath)
+	inst, err := req.instruction()
+	if err != nil {
+		return fmt.Errorf("request %s: %w", *reqPath, err)
 	}
 
 	t0 := time.Now()

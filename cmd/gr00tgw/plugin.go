@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,49 +16,27 @@ import (
 )
 
 func init() {
-	register(&command{
-		name:    "plugin",
-		summary: "plugin tools: verify FILE.wasm [--cases DIR] [--checkpoint DIR] loads a gwabi v1 plugin under production limits and runs fixtures; new NAME [--tag TAG] scaffolds embodiments/NAME from the checkpoint's contract",
-		run:     pluginCmd,
-	})
-}
-
-func pluginCmd(ctx context.Context, args []string) error {
-	switch {
-	case len(args) > 0 && args[0] == "verify":
-		return pluginVerify(ctx, os.Stdout, args[1:])
-	case len(args) > 0 && args[0] == "new":
-		return pluginNew(os.Stdout, args[1:])
-	}
-	return fmt.Errorf("%w: gr00tgw plugin verify FILE.wasm [--cases DIR] [--checkpoint DIR] [--cache-dir DIR] [-v] | gr00tgw plugin new NAME [--tag TAG] [--weights-dir DIR] [--dir DIR]", errUsage)
-}
-
-// parseInterspersed parses flags that may follow positional arguments.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
+	register(&command{name: "plugin", summary: "plugin tools", verbs: []*command{
+		{name: "verify", summary: "load a gwabi v1 plugin under production limits and run its fixture cases",
+			run: func(ctx context.Context, args []string) error { return pluginVerify(ctx, os.Stdout, args) }},
+		{name: "new", summary: "scaffold embodiments/NAME, a plugin for a tag, from the checkpoint's contract",
+			run: func(_ context.Context, args []string) error { return pluginNew(os.Stdout, args) }},
+	}})
 }
 
 func pluginVerify(ctx context.Context, w io.Writer, args []string) error {
-	fs := flag.NewFlagSet("plugin verify", flag.ContinueOnError)
+	fs := newFlags("plugin verify", "FILE.wasm [--cases DIR] [--weights-dir DIR] [--plugin-cache-dir DIR] [-v]",
+		"Loads a plugin as serve would (manifest beside it, production memory and deadline\nlimits), checks its description, and runs the fixture cases of --cases.")
 	cases := fs.String("cases", "", "directory of fixture cases (*.json, see plugins/plugintest.Case); statistics.json there is used as the checkpoint")
-	ckpt := fs.String("checkpoint", "", "checkpoint directory with statistics.json (and processor_config.json) for gw_init (default: the cases' statistics.json, else the embedded default checkpoint)")
-	cacheDir := fs.String("cache-dir", "", "wazero compilation cache directory (default: in memory)")
-	verbose := fs.Bool("v", false, "log plugin output and host events")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
+	ckpt := fs.String("weights-dir", "", "checkpoint directory with statistics.json (and processor_config.json) for gw_init (default: the cases' statistics.json, else the embedded default checkpoint)")
+	cacheDir := fs.String("plugin-cache-dir", "-", "wazero compilation cache directory (as serve's: -: in memory only, empty: ~/.cache/gr00tgw/wazero)")
+	verbose := fs.BoolP("verbose", "v", false, "log plugin output and host events")
+	deprecatedAlias(fs, "checkpoint", "weights-dir")
+	deprecatedAlias(fs, "cache-dir", "plugin-cache-dir")
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	pos := fs.Args()
 	if len(pos) != 1 || !strings.HasSuffix(pos[0], ".wasm") {
 		return fmt.Errorf("%w: want exactly one FILE.wasm, got %q", errUsage, pos)
 	}
@@ -68,13 +45,20 @@ func pluginVerify(ctx context.Context, w io.Writer, args []string) error {
 		level = slog.LevelDebug
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	opts := []plugins.Option{plugins.WithCacheDir(*cacheDir), plugins.WithLogger(logger)}
+	opts := []plugins.Option{plugins.WithLogger(logger)}
+	switch *cacheDir {
+	case "-":
+		opts = append(opts, plugins.WithCacheDir(""))
+	case "": // the host's default on-disk cache
+	default:
+		opts = append(opts, plugins.WithCacheDir(*cacheDir))
+	}
 	if *ckpt == "" && (*cases == "" || !fileExists(filepath.Join(*cases, "statistics.json"))) {
 		// The embedded default checkpoint carries the statistics of every
 		// shipped embodiment.
 		d, err := assets.Path(assets.CheckpointDir)
 		if err != nil {
-			return fmt.Errorf("plugin verify: no --checkpoint and %w", err)
+			return fmt.Errorf("plugin verify: no --weights-dir and %w", err)
 		}
 		*ckpt = d
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"go/format"
 	"image"
@@ -47,17 +46,18 @@ var pluginName = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 // manifest, a test, fixture cases with the tag's side-file entries, and a
 // demo observation) ready for `make plugins` and `plugin verify`.
 func pluginNew(w io.Writer, args []string) error {
-	fs := flag.NewFlagSet("plugin new", flag.ContinueOnError)
+	fs := newFlags("plugin new", "NAME [--tag TAG] [--weights-dir DIR] [--dir DIR] [--version V]",
+		"Writes DIR/NAME/ (default embodiments/NAME): a pdk.Table plugin whose contract is\nthe checkpoint's for TAG, its plugin.yaml, a test, starter fixture cases and a\ndemo observation, ready for `make plugins` and `gr00tgw plugin verify`.\nNAME: lower-case letters, digits and _.")
 	tag := fs.String("tag", "", "embodiment tag (default: NAME); the checkpoint must describe it")
 	weights := fs.String("weights-dir", "", "checkpoint whose contract the plugin implements (default: the embedded tiny checkpoint)")
 	dir := fs.String("dir", "embodiments", "parent directory of the new plugin package")
 	version := fs.String("version", "0.1.0", "plugin version (semver)")
 	frame := fs.String("frame", "256x256", "nominal camera frame WIDTHxHEIGHT")
 	lmax := fs.Int("l-max", 51, "longest instruction in tokens")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	pos := fs.Args()
 	if len(pos) != 1 || !pluginName.MatchString(pos[0]) {
 		return fmt.Errorf("%w: gr00tgw plugin new NAME [--tag TAG] [--weights-dir DIR] [--dir DIR] (NAME: lower-case letters, digits, _), got %q", errUsage, pos)
 	}

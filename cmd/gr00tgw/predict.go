@@ -15,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spf13/pflag"
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/gr00tgw/gr00tgw/core/tensor"
@@ -26,17 +25,13 @@ func init() {
 	register(&command{name: "predict", summary: "client: POST a /predict request to a running server and print the answer", run: runPredictClient})
 }
 
-const predictUsage = `usage: gr00tgw predict [--url URL] [--request REQ.json | -] [--msgpack] [--timeout D] [--out FILE]
-
-Posts REQ.json (a /predict body) and prints the response JSON. Without
+const predictAbout = `Posts REQ.json (a /predict body) and prints the response JSON. Without
 --request it fetches GET /demo, posts the demo request and compares the
 actions with the demo's golden (prints a PASS/FAIL line; FAIL exits 1).
---msgpack sends and receives application/msgpack (frames as raw bytes).
-`
+--msgpack sends and receives application/msgpack (frames as raw bytes).`
 
 func runPredictClient(ctx context.Context, args []string) error {
-	fs := pflag.NewFlagSet("predict", pflag.ContinueOnError)
-	fs.Usage = func() { fmt.Fprint(os.Stderr, predictUsage); fs.PrintDefaults() }
+	fs := newFlags("predict", "[--url URL] [--request REQ.json | -] [--msgpack] [--timeout D] [--out FILE]", predictAbout)
 	url := fs.String("url", "http://127.0.0.1:20000", "server base URL")
 	reqPath := fs.String("request", "", "request JSON file (- for stdin); empty: the server's GET /demo request")
 	useMsgpack := fs.Bool("msgpack", false, "send and receive application/msgpack")
@@ -47,8 +42,8 @@ func runPredictClient(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected arguments %v", errUsage, fs.Args())
+	if err := noArgs(fs); err != nil {
+		return err
 	}
 	base := strings.TrimRight(*url, "/")
 	client := &http.Client{Timeout: *timeout}

@@ -1,10 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"math"
 	"os"
@@ -40,12 +40,12 @@ const defaultEmbodiment = "oxe_droid_relative_eef_relative_joint"
 // runRequest is the part of a /predict body `gr00tgw run` reads itself; the
 // frames and the instruction go to the host pipeline.
 type runRequest struct {
-	Images      map[string][]string  `json:"images"`
-	State       map[string][]float64 `json:"state"`
-	Instruction string               `json:"instruction"`
-	Embodiment  string               `json:"embodiment"`
-	Noise       [][]float32          `json:"noise"`
-	Seed        *uint64              `json:"seed"`
+	Images map[string][]string  `json:"images"`
+	State  map[string][]float64 `json:"state"`
+	instructionFields
+	Embodiment string      `json:"embodiment"`
+	Noise      [][]float32 `json:"noise"`
+	Seed       *uint64     `json:"seed"`
 }
 
 type runFlags struct {
@@ -57,27 +57,31 @@ type runFlags struct {
 
 func runCmd(ctx context.Context, args []string) error {
 	var f runFlags
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.StringVar(&f.weights, "weights", "", "checkpoint directory (default: the module's testdata/n17-tiny)")
+	fs := newFlags("run", "--out DIR (--request REQ.json | --inputs DIR) [flags]",
+		"Runs the model offline on one /predict body (or on encoded inputs) with the CPU\nbackend and writes action_pred.npy, action_pred_valid.npy, actions.json (the\nplugin's decoded actions), timing.json and facts.json; --taps adds every\nintermediate tensor.")
+	fs.StringVar(&f.weights, "weights-dir", "", "checkpoint directory (default: the module's testdata/n17-tiny)")
 	fs.StringVar(&f.request, "request", "", "a /predict JSON body: frames + instruction go through core/processor, state is normalised with statistics.json, noise/seed/embodiment are honoured")
 	fs.StringVar(&f.inputs, "inputs", "", "instead of the request's frames+instruction: a directory of encoded model inputs: pixel_values.npy, image_grid_thw.npy, input_ids.npy, attention_mask.npy, position_ids.npy [, state_normalized.npy, noise.npy]")
 	fs.StringVar(&f.out, "out", "", "output directory (created)")
 	fs.StringVar(&f.noise, "noise", "", "initial noise .npy [40,132] or [1,40,132]")
 	fs.Int64Var(&f.seed, "seed", 0, "seed for torch.randn-compatible noise (when no --noise)")
 	fs.StringVar(&f.state, "state", "", "normalised state .npy [132] (overrides the request's raw state)")
-	fs.StringVar(&f.embodiment, "embodiment", "", "embodiment tag or projector index (default: the request's, else "+defaultEmbodiment+")")
+	fs.StringVar(&f.embodiment, "embodiment", "", "embodiment tag (default: the request's, else "+defaultEmbodiment+"), or a projector slot number: "+
+		"the model then runs that slot, with the processor config, statistics and plugin of the request's embodiment tag, else of the one tag "+
+		"embodiment_id.json puts on that slot; a slot that no tag or several tags share is refused without a tag (the choice is printed)")
 	fs.StringVar(&f.policy, "policy", "", "dtype policy: "+strings.Join(cpu.Policies(), ", ")+" (default "+cpu.DefaultPolicy+"; mixed_dit runs the DiT as the CPU emulation of the bfp8_b megakernel)")
 	fs.IntVar(&f.threads, "threads", 0, "cores to use (0 = all)")
-	fs.StringVar(&f.plugins, "plugins", "", "embodiment plugin directory for actions.json (default: the checkout's build/plugins; \"-\" skips decoding)")
+	fs.StringVar(&f.plugins, "plugins-dir", "", "embodiment plugin directory for actions.json (default: the checkout's build/plugins; \"-\" skips decoding)")
 	fs.BoolVar(&f.taps, "taps", false, "also write every intermediate tensor as <name>.npy")
-	if err := fs.Parse(args); err != nil {
+	deprecatedAlias(fs, "weights", "weights-dir")
+	deprecatedAlias(fs, "plugins", "plugins-dir")
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	fs.Visit(func(fl *flag.Flag) {
-		if fl.Name == "seed" {
-			f.seedSet = true
-		}
-	})
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	f.seedSet = fs.Changed("seed")
 	if f.out == "" {
 		return fmt.Errorf("%w: --out is required", errUsage)
 	}
@@ -99,7 +103,7 @@ func runCmd(ctx context.Context, args []string) error {
 func defaultWeights() (string, error) {
 	a, err := processor.DefaultAssetsDir()
 	if err != nil {
-		return "", fmt.Errorf("%w: no --weights: %w", errUsage, err)
+		return "", fmt.Errorf("%w: no --weights-dir: %w", errUsage, err)
 	}
 	return filepath.Join(a, processor.DefaultCheckpointRel), nil
 }
@@ -118,7 +122,16 @@ func runOffline(ctx context.Context, f runFlags) error {
 			return fmt.Errorf("request[%s]: %w", f.request, err)
 		}
 	}
-	in := &device.Inputs{}
+	// Embodiment: the tag whose processor config, statistics and plugin
+	// are used, and the projector slot the model runs.
+	tag, slot, note, err := resolveEmbodiment(f.weights, f.embodiment, req.Embodiment)
+	if err != nil {
+		return err
+	}
+	if note != "" {
+		fmt.Fprintf(os.Stderr, "gr00tgw run: %s\n", note)
+	}
+	in := &device.Inputs{EmbodimentID: slot}
 	tPre := time.Now()
 	switch {
 	case f.inputs != "":
@@ -128,24 +141,14 @@ func runOffline(ctx context.Context, f runFlags) error {
 	case len(req.Images) == 0:
 		return fmt.Errorf("%w: the request has no images (and no --inputs DIR)", errUsage)
 	default:
-		if err := processRequest(in, f.weights, req); err != nil {
+		inst, err := req.instruction()
+		if err != nil {
+			return fmt.Errorf("request[%s]: %w", f.request, err)
+		}
+		if err := processRequest(in, f.weights, tag, req.Images, inst); err != nil {
 			return err
 		}
 	}
-
-	// Embodiment.
-	tag := f.embodiment
-	if tag == "" {
-		tag = req.Embodiment
-	}
-	if tag == "" {
-		tag = defaultEmbodiment
-	}
-	id, err := embodimentIndex(f.weights, tag)
-	if err != nil {
-		return err
-	}
-	in.EmbodimentID = id
 
 	// State: --state, else the request's raw state, else the inputs dir.
 	switch {
@@ -156,11 +159,7 @@ func runOffline(ctx context.Context, f runFlags) error {
 		}
 		in.State = s
 	case len(req.State) > 0:
-		tagName := tag
-		if _, err := strconv.Atoi(tag); err == nil {
-			tagName = defaultEmbodiment
-		}
-		s, err := normalizeStateFromDir(f.weights, tagName, req.State)
+		s, err := normalizeStateFromDir(f.weights, tag, req.State)
 		if err != nil {
 			return err
 		}
@@ -340,14 +339,15 @@ func writeInputs(dir string, in *device.Inputs) error {
 	return nil
 }
 
-// processRequest runs the host pipeline (core/processor: frames →
-// pixel_values and grids, instruction → input_ids, mRoPE ids) on req.
-func processRequest(in *device.Inputs, weights string, req runRequest) error {
-	p, err := processor.Open(weights, req.Embodiment)
+// processRequest runs the host pipeline (core/processor with tag's
+// processor config: frames → pixel_values and grids, instruction →
+// input_ids, mRoPE ids).
+func processRequest(in *device.Inputs, weights, tag string, images map[string][]string, instruction string) error {
+	p, err := processor.Open(weights, tag)
 	if err != nil {
 		return err
 	}
-	out, err := p.Process(&processor.Observation{Images: req.Images, Instruction: req.Instruction}, processor.Options{})
+	out, err := p.Process(&processor.Observation{Images: images, Instruction: instruction}, processor.Options{})
 	if err != nil {
 		return err
 	}
@@ -462,20 +462,55 @@ func readFloat32s(path string) ([]float32, error) {
 	return a.Float32s()
 }
 
-// embodimentIndex maps a tag (or a decimal index) to a projector slot with
-// the checkpoint's embodiment_id.json.
-func embodimentIndex(weights, tag string) (int, error) {
-	if n, err := strconv.Atoi(tag); err == nil {
-		return n, nil
-	}
+// resolveEmbodiment is the embodiment `run` serves, from --embodiment
+// (flag) and the request's embodiment (reqTag): tag names the processor
+// config, statistics and plugin; slot is the projector slot the model runs.
+// A tag maps to its slot with the checkpoint's embodiment_id.json. A
+// number is a slot: the tag is then reqTag, else the one tag the checkpoint
+// puts on that slot, else (no tag, or several) the run is refused. note
+// says what was chosen when a number was given.
+func resolveEmbodiment(weights, flag, reqTag string) (tag string, slot int, note string, err error) {
 	ids, err := model.LoadEmbodimentIDs(weights)
 	if err != nil {
-		return 0, fmt.Errorf("embodiment[%s]: %w", tag, err)
+		return "", 0, "", fmt.Errorf("embodiment: %w", err)
 	}
-	if ids == nil {
-		return 0, fmt.Errorf("embodiment[%s]: the checkpoint has no %s", tag, model.EmbodimentIDsFile)
+	n, numErr := strconv.Atoi(flag)
+	if flag == "" || numErr != nil {
+		tag = cmp.Or(flag, reqTag, defaultEmbodiment)
+		if ids == nil {
+			return "", 0, "", fmt.Errorf("embodiment[%s]: the checkpoint has no %s", tag, model.EmbodimentIDsFile)
+		}
+		slot, err := ids.Slot(tag)
+		if err != nil {
+			return "", 0, "", fmt.Errorf("embodiment[%s]: %w", tag, err)
+		}
+		return tag, slot, "", nil
 	}
-	return ids.Slot(tag)
+	if n < 0 {
+		return "", 0, "", fmt.Errorf("%w: --embodiment %d: a projector slot is not negative", errUsage, n)
+	}
+	if reqTag != "" {
+		own := "not in " + model.EmbodimentIDsFile
+		if s, ok := ids[reqTag]; ok {
+			own = fmt.Sprintf("its own slot is %d", s)
+		}
+		return reqTag, n, fmt.Sprintf("embodiment: projector slot %d (--embodiment) with the processor config, statistics and plugin of the request's embodiment %s (%s)", n, reqTag, own), nil
+	}
+	var on []string
+	for t, s := range ids {
+		if s == n {
+			on = append(on, t)
+		}
+	}
+	sort.Strings(on)
+	switch len(on) {
+	case 1:
+		return on[0], n, fmt.Sprintf("embodiment: projector slot %d (--embodiment) with the processor config, statistics and plugin of %s, the one tag on that slot in %s", n, on[0], model.EmbodimentIDsFile), nil
+	case 0:
+		return "", 0, "", fmt.Errorf("%w: --embodiment %d: no tag has projector slot %d in the checkpoint's %s, so there are no statistics or processor config to use; pass --embodiment TAG (or a request with \"embodiment\")", errUsage, n, n, model.EmbodimentIDsFile)
+	default:
+		return "", 0, "", fmt.Errorf("%w: --embodiment %d: projector slot %d is shared by %s in the checkpoint's %s; name the tag whose statistics and processor config to use with --embodiment TAG (or the request's \"embodiment\")", errUsage, n, n, strings.Join(on, ", "), model.EmbodimentIDsFile)
+	}
 }
 
 // processorSide is the part of processor_config.json this command reads.
@@ -602,9 +637,6 @@ func normalizeState(keys []string, raw map[string][]float64, stats map[string]gr
 // validActionDim is the number of real action dimensions of tag (the sum of
 // its action groups' widths in statistics.json; 17 for DROID).
 func validActionDim(weights, tag string) (int, error) {
-	if _, err := strconv.Atoi(tag); err == nil {
-		tag = defaultEmbodiment
-	}
 	ps, st, err := readSide(weights)
 	if err != nil {
 		return 0, err
@@ -636,14 +668,11 @@ func sortedKeys[V any](m map[string]V) []string {
 // writeActions decodes the normalised chunk into physical actions with the
 // embodiment's plugin (its post stage, exactly as /predict does) and writes
 // actions.json in the /predict response's "actions" shape. It is skipped,
-// with a note, when the request carries no raw state, when --plugins is "-",
+// with a note, when the request carries no raw state, when --plugins-dir is "-",
 // or when no plugin directory is found (plugins not built: `make plugins`).
 func writeActions(ctx context.Context, f runFlags, tag string, state map[string][]float64, res *device.Result) error {
 	if len(state) == 0 || f.plugins == "-" {
 		return nil
-	}
-	if _, err := strconv.Atoi(tag); err == nil {
-		tag = defaultEmbodiment // a projector index: decode as DROID, as the state path does
 	}
 	dir := f.plugins
 	if dir == "" {

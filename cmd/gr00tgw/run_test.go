@@ -48,7 +48,7 @@ func TestNormalizeStateGolden(t *testing.T) {
 // state and noise reproduces action_pred and writes the taps.
 func TestRunCaseA(t *testing.T) {
 	out := t.TempDir()
-	err := runCmd(context.Background(), []string{"--weights", runTiny, "--request", filepath.Join(runCaseA, "request.json"),
+	err := runCmd(context.Background(), []string{"--weights-dir", runTiny, "--request", filepath.Join(runCaseA, "request.json"),
 		"--inputs", runCaseA, "--out", out, "--taps"})
 	require.NoError(t, err)
 	got := readGolden(t, filepath.Join(out, "action_pred.npy"))
@@ -81,7 +81,7 @@ func TestRunCaseA(t *testing.T) {
 // facts.json names the policy and the arena.
 func TestRunMixedDiT(t *testing.T) {
 	out := t.TempDir()
-	err := runCmd(context.Background(), []string{"--weights", runTiny, "--request", filepath.Join(runCaseA, "request.json"),
+	err := runCmd(context.Background(), []string{"--weights-dir", runTiny, "--request", filepath.Join(runCaseA, "request.json"),
 		"--inputs", runCaseA, "--out", out, "--policy", "mixed_dit"})
 	require.NoError(t, err)
 	got := readGolden(t, filepath.Join(out, "action_pred.npy"))
@@ -112,7 +112,7 @@ func TestRunMixedDiT(t *testing.T) {
 	assert.Equal(t, "mixed_dit", facts.Policy)
 	assert.Equal(t, "bfloat8_b", facts.Extra.Stage.ArenaDType)
 	assert.Len(t, facts.Extra.Stage.Arena["digest_sha256"], 64)
-	err = runCmd(context.Background(), []string{"--weights", runTiny, "--inputs", runCaseA, "--out", t.TempDir(), "--policy", "int4"})
+	err = runCmd(context.Background(), []string{"--weights-dir", runTiny, "--inputs", runCaseA, "--out", t.TempDir(), "--policy", "int4"})
 	assert.ErrorContains(t, err, "dtype policy[int4] not available")
 }
 
@@ -121,7 +121,7 @@ func TestRunMixedDiT(t *testing.T) {
 // reproduces the golden action_pred and the golden model inputs.
 func TestRunRequestEndToEnd(t *testing.T) {
 	out := t.TempDir()
-	err := runCmd(context.Background(), []string{"--weights", runTiny, "--request", filepath.Join(runCaseA, "request.json"),
+	err := runCmd(context.Background(), []string{"--weights-dir", runTiny, "--request", filepath.Join(runCaseA, "request.json"),
 		"--out", out, "--taps"})
 	require.NoError(t, err)
 	got := readGolden(t, filepath.Join(out, "action_pred.npy"))
@@ -184,7 +184,7 @@ func TestRunUsage(t *testing.T) {
 // dir; a wrong-length state is rejected with the backend's error.
 func TestRunStateNoiseFlags(t *testing.T) {
 	out := t.TempDir()
-	err := runCmd(context.Background(), []string{"--weights", runTiny, "--inputs", runCaseA, "--out", out,
+	err := runCmd(context.Background(), []string{"--weights-dir", runTiny, "--inputs", runCaseA, "--out", out,
 		"--state", filepath.Join(runCaseA, "state_normalized.npy"), "--noise", filepath.Join(runCaseA, "noise.npy"), "--embodiment", "24"})
 	require.NoError(t, err)
 	got := readGolden(t, filepath.Join(out, "action_pred.npy"))
@@ -194,8 +194,8 @@ func TestRunStateNoiseFlags(t *testing.T) {
 	}
 	bad := filepath.Join(t.TempDir(), "s.npy")
 	require.NoError(t, npy.WriteFile(bad, []int{17}, make([]float32, 17)))
-	err = runCmd(context.Background(), []string{"--weights", runTiny, "--inputs", runCaseA, "--out", t.TempDir(), "--state", bad})
+	err = runCmd(context.Background(), []string{"--weights-dir", runTiny, "--inputs", runCaseA, "--out", t.TempDir(), "--state", bad})
 	assert.ErrorContains(t, err, "state has 17 values, want 132")
-	err = runCmd(context.Background(), []string{"--weights", runTiny, "--inputs", runCaseA, "--out", t.TempDir(), "--embodiment", "nope"})
+	err = runCmd(context.Background(), []string{"--weights-dir", runTiny, "--inputs", runCaseA, "--out", t.TempDir(), "--embodiment", "nope"})
 	assert.ErrorContains(t, err, "embodiment_id.json has no entry for embodiment nope")
 }

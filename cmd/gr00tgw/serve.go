@@ -10,7 +10,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/spf13/pflag"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/gr00tgw/gr00tgw/assets"
@@ -40,13 +39,14 @@ func newLogger(c config.Log) *slog.Logger {
 // SIGHUP reloads the plugins. Any start-up failure returns an error naming
 // the cause (exit 1).
 func runServe(ctx context.Context, args []string) error {
-	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	fs := newFlags("serve", "[--config FILE] [--<key> value ...]",
+		"Serves the HTTP API. Every configuration key is a flag, an environment\nvariable and a YAML key (`gr00tgw config print` shows the effective values).\nSIGHUP or POST /admin/reload re-reads plugins_dir; SIGTERM drains and exits.")
 	file := configFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected arguments %v", errUsage, fs.Args())
+	if err := noArgs(fs); err != nil {
+		return err
 	}
 	loaded, err := loadConfig(fs, *file)
 	if err != nil {

@@ -3,13 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"runtime/debug"
-
-	"github.com/spf13/pflag"
 )
 
 // version is the release version, set at link time:
@@ -79,9 +75,12 @@ func versionString() string {
 }
 
 func runVersion(_ context.Context, args []string) error {
-	fs := pflag.NewFlagSet("version", pflag.ContinueOnError)
+	fs := newFlags("version", "[--json]", "Prints the release version, the commit it was built from and the Go toolchain.")
 	asJSON := fs.Bool("json", false, "print as JSON")
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
 		return err
 	}
 	bi := readBuildInfo()
@@ -95,19 +94,5 @@ func runVersion(_ context.Context, args []string) error {
 		mod = " (modified)"
 	}
 	fmt.Printf("gr00tgw %s\ncommit  %s%s\ngo      %s\n", bi.Version, bi.Commit, mod, bi.Go)
-	return nil
-}
-
-// parseFlags parses a pflag set the way every gr00tgw subcommand does:
-// -h/--help → flag.ErrHelp (exit 0), other problems → errUsage (exit 2),
-// and no positional arguments unless the caller reads fs.Args().
-func parseFlags(fs *pflag.FlagSet, args []string) error {
-	fs.SetOutput(os.Stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return flag.ErrHelp
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
 	return nil
 }
