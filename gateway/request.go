@@ -305,6 +305,21 @@ func parseStateRows(list []any, field string) ([]float64, error) {
 // number converts a JSON number (json.Number) or a msgpack numeric value to
 // float64. Wrong types are schema errors (422); values JSON cannot carry as
 // finite doubles (1e400) are validation errors (400).
+// plainNumber is number's common case without an error path: a JSON
+// number that parses, or a msgpack float.
+func plainNumber(x any) (float64, bool) {
+	switch n := x.(type) {
+	case json.Number:
+		f, err := strconv.ParseFloat(string(n), 64)
+		return f, err == nil
+	case float64:
+		return n, true
+	case float32:
+		return float64(n), true
+	}
+	return 0, false
+}
+
 func number(x any, field string) (float64, error) {
 	switch n := x.(type) {
 	case json.Number:
@@ -420,9 +435,14 @@ func parseNoise(r *predictRequest, x any) error {
 			return invalid(fieldNoise, "noise: ragged: row %d has %d values, row 0 has %d", i, len(row), d)
 		}
 		for j, v := range row {
-			f, err := number(v, fmt.Sprintf("%s[%d][%d]", prefix, i, j))
-			if err != nil {
-				return err
+			// The field name is formatted only on failure: a DROID noise
+			// array has 5280 values.
+			f, ok := plainNumber(v)
+			if !ok {
+				var err error
+				if f, err = number(v, fmt.Sprintf("%s[%d][%d]", prefix, i, j)); err != nil {
+					return err
+				}
 			}
 			f32 := float32(f)
 			if math.IsNaN(f) || math.IsInf(float64(f32), 0) {
