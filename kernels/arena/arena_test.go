@@ -227,9 +227,7 @@ func TestPackErrors(t *testing.T) {
 // testdata/n17-tiny` prints the same one.
 func TestTinyCheckpointDigest(t *testing.T) {
 	set, err := safetensors.Open("../../testdata/n17-tiny")
-	if err != nil {
-		t.Skip("testdata/n17-tiny not present")
-	}
+	require.NoError(t, err, "the committed tiny checkpoint")
 	defer set.Close()
 	pl := plan(t, schedule.N17Tiny(), MixedDiT())
 	_, d, err := pl.PackBytes(context.Background(), FromSafetensors(set))

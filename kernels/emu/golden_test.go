@@ -38,9 +38,7 @@ func f32s(t *testing.T, name string) []float32 {
 // mixed_dit (bfp8_b) arena at PCC ≥ 0.999.
 func TestGoldenTinyDiT(t *testing.T) {
 	raw, err := os.ReadFile(filepath.Join(tinyDir, "config.json"))
-	if err != nil {
-		t.Skip("testdata/n17-tiny not present")
-	}
+	require.NoError(t, err, "the committed tiny checkpoint")
 	d, err := schedule.FromConfig(raw)
 	require.NoError(t, err)
 	set, err := safetensors.Open(tinyDir)
