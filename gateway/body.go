@@ -61,11 +61,12 @@ func (s *Server) readBody(c *fiber.Ctx) ([]byte, error) {
 // to answer on a healthy connection: a DROID request is ≈ 140 KB.
 const drainMax = 4 << 20
 
-// drainBody discards an unread body up to drainMax; past it, or on a read
-// error, the connection closes after the answer.
+// drainBody discards an unread body up to drainMax (a refused one, or one
+// over max_body_bytes but under drainMax); past it, or on a read error,
+// the connection closes after the answer.
 func (s *Server) drainBody(c *fiber.Ctx) {
 	req := c.Request()
-	if n := req.Header.ContentLength(); n > drainMax || n > s.cfg.MaxBodyBytes || !req.IsBodyStream() {
+	if n := req.Header.ContentLength(); n > drainMax || !req.IsBodyStream() {
 		if req.IsBodyStream() || n > 0 {
 			c.Context().SetConnectionClose()
 		}

@@ -366,7 +366,7 @@ func TestLifecycleStartingThenReady(t *testing.T) {
 	assert.Equal(t, 503, resp.StatusCode)
 
 	require.NoError(t, f.srv.Start(context.Background(), func(context.Context) (*Deps, error) { return f.deps, nil }))
-	resp, b = f.do(t, "GET", "/health", nil, nil)
+	_, b = f.do(t, "GET", "/health", nil, nil)
 	assert.JSONEq(t, `{"status":"ok","model":"GR00T-N1.7-3B","device":"cpu:0"}`, string(b))
 	resp, _ = f.do(t, "GET", "/v2/health/ready", nil, nil)
 	assert.Equal(t, 200, resp.StatusCode)
@@ -760,14 +760,14 @@ func TestSpans(t *testing.T) {
 	assert.Equal(t, 4*time.Millisecond, byName["device.denoise"].EndTime().Sub(byName["device.denoise"].StartTime()))
 	attrs := map[string]string{}
 	for _, kv := range byName["plugin.pre"].Attributes() {
-		attrs[string(kv.Key)] = kv.Value.Emit()
+		attrs[string(kv.Key)] = kv.Value.String()
 	}
 	assert.Equal(t, "droid", attrs["plugin.name"])
 	assert.Equal(t, "0.1.0", attrs["plugin.version"])
 	assert.Equal(t, droidInfo.Name, attrs["embodiment"])
 	attrs = map[string]string{}
 	for _, kv := range server.Attributes() {
-		attrs[string(kv.Key)] = kv.Value.Emit()
+		attrs[string(kv.Key)] = kv.Value.String()
 	}
 	assert.Equal(t, "469", attrs["seq_len"])
 	assert.Equal(t, "client", attrs["noise.source"])

@@ -110,9 +110,7 @@ func ResizeAreaPath(sw, sh, dw, dh int) AreaPath {
 // use. An AreaResizer must not be used by two goroutines at once.
 type AreaResizer struct {
 	xtab, ytab []decimateAlpha
-	tabofs     []int
 	fbuf, fsum []float32
-	ofs        []int
 
 	xofs, ialpha, yofs, ibeta []int32
 	simdA                     []int16 // {a0,a1}×4 per output for hlinearRGBSSE2

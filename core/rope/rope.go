@@ -63,12 +63,10 @@ func PositionIDs(inputIDs, attentionMask []int64, grids []Grid, cfg Config) ([]i
 	// valid[k] is the sequence index of the k-th valid token. All-valid
 	// input (the batch-1 case) skips the indirection.
 	var valid []int
-	if attentionMask != nil {
-		for _, v := range attentionMask {
-			if v != 1 {
-				valid = make([]int, 0, s)
-				break
-			}
+	for _, v := range attentionMask {
+		if v != 1 {
+			valid = make([]int, 0, s)
+			break
 		}
 	}
 	if valid != nil {

@@ -429,10 +429,10 @@ func (p *preTokenizerJSON) checkSplit() error {
 		return fmt.Errorf("[%s]: want Split with a Regex pattern", p.Type)
 	}
 	if *p.Pattern.Regex != QwenPattern {
-		return fmt.Errorf("Split: pattern %q is not the Qwen pattern", *p.Pattern.Regex)
+		return fmt.Errorf("pre_tokenizer Split: pattern %q is not the Qwen pattern", *p.Pattern.Regex)
 	}
 	if p.Behavior != "Isolated" || p.Invert {
-		return fmt.Errorf("Split: behavior %q invert %v unsupported (want Isolated, false)", p.Behavior, p.Invert)
+		return fmt.Errorf("pre_tokenizer Split: behavior %q invert %v unsupported (want Isolated, false)", p.Behavior, p.Invert)
 	}
 	return nil
 }

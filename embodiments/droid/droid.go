@@ -216,6 +216,7 @@ func clipBits(b uint32) uint32 {
 	return uint32(out)
 }
 
+//lint:ignore U1000 used by the gwbench build (bench_exports_gwbench.go)
 func validateState(st []pdk.StateInput) error {
 	_, _, _, err := stateGroups(st)
 	return err
@@ -324,6 +325,7 @@ func findState(st []pdk.StateInput, key string) *pdk.StateInput {
 	return nil
 }
 
+//lint:ignore U1000 used by the gwbench build (bench_exports_gwbench.go)
 func checkDType(dt string) error {
 	_, err := isFloat64(dt)
 	return err

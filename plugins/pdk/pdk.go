@@ -172,6 +172,7 @@ func Register(p Plugin) {
 	runner = NewRunner(p)
 }
 
+//lint:ignore U1000 used by the wasip1 exports (exports_wasip1.go)
 var runner *Runner
 
 // asError converts err to the (status, *Error) pair of a result.

@@ -35,7 +35,6 @@ type Runner struct {
 	out           []byte
 	obs           Observation
 	post          PostInput
-	state         []StateInput
 	dims          []int64
 	names         []string // "action."+key per output group (actionName)
 	canon         []string // the described state and camera keys (canonical)
@@ -380,9 +379,7 @@ func copyInto[T any](dst, src []T) []T {
 		return append(dst[:0], src...)
 	}
 	dst = dst[:len(src)]
-	for i := range src {
-		dst[i] = src[i]
-	}
+	copy(dst, src)
 	return dst
 }
 

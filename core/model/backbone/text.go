@@ -51,12 +51,10 @@ func (r *Runner) LLM(ids, mask, pos []int32, vis VisionOut, tap TapFunc) ([]floa
 		tap("llm_inputs_embeds", []int{s, h}, x)
 	}
 	var keyMask []int32
-	if mask != nil {
-		for _, m := range mask {
-			if m == 0 {
-				keyMask = mask
-				break
-			}
+	for _, m := range mask {
+		if m == 0 {
+			keyMask = mask
+			break
 		}
 	}
 	r.textRope(pos, s)
