@@ -1,0 +1,563 @@
+//go:build unix
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestREADME runs every ```sh block of README.md, as written, with bash
+// (set -e -o pipefail), one after another in one fresh sandbox that looks
+// like a fresh clone after `make build`: the tracked top-level entries of
+// the checkout linked in (sources, testdata, Makefile, go.mod, ...), real
+// directories for what the commands write (embodiments/ with the tracked
+// plugins linked, build/, bin/), then `make build` run there. A block
+// fails on a non-zero exit, naming the README line and the command, when
+// a jq filter prints a bare `null` (the field the README shows is
+// missing), or when a command uses a deprecated flag name. Every process
+// a block starts (servers sent to the background) is stopped when it ends.
+//
+// Markers, an HTML comment on the line before a block:
+//
+//	<!-- readme-test: skip (REASON) -->          not run; reported as a skip with REASON
+//	<!-- readme-test: needs-server (REASON) -->  run against `bin/gr00tgw serve`
+//	                                             (what `make run` serves), started before
+//	                                             the block and stopped after it
+//
+// The README's commands use 127.0.0.1:20000 and /tmp/gw-plugins, so runs on
+// one machine are serialised with a lock file, and a port already in use
+// fails the test.
+func TestREADME(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: runs every command block of README.md (about a minute)")
+	}
+	for _, tool := range []string{"bash", "curl", "jq", "make"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("README.md's commands need %s, not on PATH (apt-get install %s)", tool, tool)
+		}
+	}
+	root := moduleRoot(t)
+	blocks, err := readmeBlocks(filepath.Join(root, "README.md"))
+	require.NoError(t, err)
+	require.NotEmpty(t, blocks, "README.md has no ```sh block")
+
+	lockREADME(t)
+	requirePortFree(t, readmeAddr)
+	start := time.Now()
+	sb := newReadmeSandbox(t, root)
+	t.Logf("sandbox %s ready (make build) in %v", sb.dir, time.Since(start).Round(time.Millisecond))
+	for i, b := range blocks {
+		name := fmt.Sprintf("block%d_line%d", i+1, b.line)
+		ok := t.Run(name, func(t *testing.T) {
+			if b.skip != "" {
+				t.Skipf("README.md:%d: readme-test: skip (%s)", b.line, b.skip)
+			}
+			t0 := time.Now()
+			if b.server {
+				stop := sb.startServer(t)
+				defer stop()
+			}
+			out, err := sb.runBlock(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out != "" {
+				t.Logf("README.md:%d: stdout (tail):\n%s", b.line, out)
+			}
+			t.Logf("README.md:%d: %d lines ran in %v", b.line, len(b.lines), time.Since(t0).Round(time.Millisecond))
+		})
+		if !ok {
+			t.Fatalf("README.md block %d (line %d) failed; the blocks after it depend on it and were not run", i+1, b.line)
+		}
+	}
+	t.Logf("README.md: %d blocks in %v", len(blocks), time.Since(start).Round(time.Millisecond))
+}
+
+// readmeAddr is where the README's server listens (the default addr).
+const readmeAddr = "127.0.0.1:20000"
+
+// readmeBlock is one ```sh block: its first command's README line, its
+// lines, and its marker.
+type readmeBlock struct {
+	line   int
+	lines  []string
+	skip   string // reason, when marked skip
+	server bool   // marked needs-server
+}
+
+var (
+	readmeFence  = regexp.MustCompile("^```\\s*([A-Za-z0-9_+-]*)\\s*$")
+	readmeMarker = regexp.MustCompile(`^<!--\s*readme-test:\s*([a-z-]+)\s*(?:\((.*)\))?\s*-->$`)
+)
+
+// readmeBlocks parses path's ```sh (or bash, shell) blocks and their
+// markers; an unknown marker, a skip without a reason, or a marker not
+// followed by a shell block is an error.
+func readmeBlocks(path string) ([]readmeBlock, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	lines := strings.Split(strings.ReplaceAll(string(raw), "\r\n", "\n"), "\n")
+	var (
+		out     []readmeBlock
+		pending *readmeBlock // marker seen, block not yet
+		markAt  int
+	)
+	for i := 0; i < len(lines); i++ {
+		l := strings.TrimSpace(lines[i])
+		if m := readmeMarker.FindStringSubmatch(l); m != nil {
+			if pending != nil {
+				return nil, fmt.Errorf("README.md:%d: readme-test marker not followed by a ```sh block", markAt)
+			}
+			pending, markAt = &readmeBlock{}, i+1
+			switch m[1] {
+			case "skip":
+				if strings.TrimSpace(m[2]) == "" {
+					return nil, fmt.Errorf("README.md:%d: readme-test: skip needs a reason: skip (REASON)", i+1)
+				}
+				pending.skip = strings.TrimSpace(m[2])
+			case "needs-server":
+				pending.server = true
+			default:
+				return nil, fmt.Errorf("README.md:%d: unknown readme-test marker %q (want skip or needs-server)", i+1, m[1])
+			}
+			continue
+		}
+		if strings.HasPrefix(l, "<!--") && strings.Contains(l, "readme-test") {
+			return nil, fmt.Errorf("README.md:%d: malformed readme-test marker %q (want <!-- readme-test: skip (REASON) --> or <!-- readme-test: needs-server (REASON) -->)", i+1, l)
+		}
+		m := readmeFence.FindStringSubmatch(lines[i])
+		if m == nil {
+			if l != "" && pending != nil {
+				return nil, fmt.Errorf("README.md:%d: readme-test marker not followed by a ```sh block", markAt)
+			}
+			continue
+		}
+		// A fenced block: find its end.
+		j := i + 1
+		for j < len(lines) && !strings.HasPrefix(strings.TrimSpace(lines[j]), "```") {
+			j++
+		}
+		if j == len(lines) {
+			return nil, fmt.Errorf("README.md:%d: unterminated ``` block", i+1)
+		}
+		switch m[1] {
+		case "sh", "bash", "shell":
+			b := readmeBlock{line: i + 2, lines: lines[i+1 : j]}
+			if pending != nil {
+				b.skip, b.server = pending.skip, pending.server
+			}
+			out = append(out, b)
+		default:
+			if pending != nil {
+				return nil, fmt.Errorf("README.md:%d: readme-test marker before a ```%s block (only shell blocks run)", markAt, m[1])
+			}
+		}
+		pending = nil
+		i = j
+	}
+	if pending != nil {
+		return nil, fmt.Errorf("README.md:%d: readme-test marker not followed by a ```sh block", markAt)
+	}
+	return out, nil
+}
+
+// lockREADME serialises README runs on this machine (fixed port and /tmp
+// paths); the lock goes with the test.
+func lockREADME(t *testing.T) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "gr00tgw-readme-test.lock"), os.O_CREATE|os.O_RDWR, 0o666)
+	require.NoError(t, err)
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
+			f.Close()
+			t.Fatalf("README test lock %s: %v (another README run on this machine?)", f.Name(), err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Cleanup(func() { f.Close() })
+}
+
+func portInUse(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	if err == nil {
+		c.Close()
+		return true
+	}
+	return false
+}
+
+func requirePortFree(t *testing.T, addr string) {
+	t.Helper()
+	if portInUse(addr) {
+		t.Fatalf("%s is in use (a `make run` server?): README.md's commands use it; stop that server and rerun", addr)
+	}
+}
+
+// waitPortFree waits until nothing listens on addr.
+func waitPortFree(addr string, d time.Duration) error {
+	for end := time.Now().Add(d); portInUse(addr); {
+		if time.Now().After(end) {
+			return fmt.Errorf("%s still in use %v after the block ended", addr, d)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return nil
+}
+
+type readmeSandbox struct {
+	dir string
+	env []string
+}
+
+// newReadmeSandbox builds the fresh-clone look-alike and runs `make build`
+// in it (what `make run` does before serving).
+func newReadmeSandbox(t *testing.T, root string) *readmeSandbox {
+	t.Helper()
+	dir := t.TempDir()
+	top, emb := trackedEntries(t, root)
+	for _, e := range top {
+		switch e {
+		case "bin", "build", "embodiments", ".git":
+			continue
+		}
+		require.NoError(t, os.Symlink(filepath.Join(root, e), filepath.Join(dir, e)))
+	}
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "embodiments"), 0o755))
+	for _, e := range emb {
+		require.NoError(t, os.Symlink(filepath.Join(root, "embodiments", e), filepath.Join(dir, "embodiments", e)))
+	}
+	for _, d := range []string{".tmp", ".cache"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, d), 0o755))
+	}
+	sb := &readmeSandbox{dir: dir, env: readmeEnv(t, dir)}
+	c := exec.Command("make", "build")
+	c.Dir, c.Env = dir, sb.env
+	out, err := c.CombinedOutput()
+	require.NoError(t, err, "make build in the sandbox:\n%s", out)
+	return sb
+}
+
+// trackedEntries lists the checkout's tracked top-level entries and
+// embodiments/* directories (git ls-files; without git, what is there).
+func trackedEntries(t *testing.T, root string) (top, emb []string) {
+	t.Helper()
+	seenTop, seenEmb := map[string]bool{}, map[string]bool{}
+	add := func(rel string) {
+		parts := strings.Split(filepath.ToSlash(rel), "/")
+		if _, err := os.Lstat(filepath.Join(root, parts[0])); err != nil {
+			return // tracked but deleted in this checkout
+		}
+		if !seenTop[parts[0]] {
+			seenTop[parts[0]] = true
+			top = append(top, parts[0])
+		}
+		if parts[0] == "embodiments" && len(parts) > 2 && !seenEmb[parts[1]] {
+			seenEmb[parts[1]] = true
+			emb = append(emb, parts[1])
+		}
+	}
+	c := exec.Command("git", "ls-files", "-z")
+	c.Dir = root
+	if out, err := c.Output(); err == nil {
+		for _, f := range strings.Split(string(out), "\x00") {
+			if f != "" {
+				add(f)
+			}
+		}
+		return top, emb
+	}
+	ents, err := os.ReadDir(root)
+	require.NoError(t, err)
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), ".") && !strings.HasSuffix(e.Name(), ".test") {
+			add(e.Name() + "/x/x")
+		}
+	}
+	ents, err = os.ReadDir(filepath.Join(root, "embodiments"))
+	require.NoError(t, err)
+	for _, e := range ents {
+		if e.IsDir() {
+			add("embodiments/" + e.Name() + "/x")
+		}
+	}
+	return top, emb
+}
+
+// readmeEnv is the blocks' environment: the caller's, without gr00tgw's
+// configuration variables, with the sandbox's bin/ and the go tool on PATH,
+// TMPDIR and the wazero cache inside the sandbox, and the Go caches kept.
+func readmeEnv(t *testing.T, dir string) []string {
+	t.Helper()
+	goCmd := goTool(t)
+	goEnv := func(k string) string {
+		out, err := exec.Command(goCmd, "env", k).Output()
+		require.NoError(t, err, "go env %s", k)
+		return strings.TrimSpace(string(out))
+	}
+	keep := []string{"GOCACHE=" + goEnv("GOCACHE"), "GOMODCACHE=" + goEnv("GOMODCACHE")}
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch {
+		case strings.HasPrefix(k, "GR00TGW_"), strings.HasPrefix(k, "GR00T_"),
+			k == "PATH", k == "TMPDIR", k == "XDG_CACHE_HOME", k == "GOCACHE", k == "GOMODCACHE":
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(append(env, keep...),
+		"PATH="+filepath.Join(dir, "bin")+string(os.PathListSeparator)+filepath.Dir(goCmd)+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"TMPDIR="+filepath.Join(dir, ".tmp"),
+		"XDG_CACHE_HOME="+filepath.Join(dir, ".cache"),
+	)
+}
+
+// stopGroup ends process group pgid: SIGTERM, then SIGKILL after grace.
+func stopGroup(pgid int, grace time.Duration) {
+	if syscall.Kill(-pgid, syscall.SIGTERM) != nil {
+		return // already gone
+	}
+	for end := time.Now().Add(grace); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if syscall.Kill(-pgid, 0) != nil {
+			return
+		}
+	}
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+}
+
+// tail is the last n lines of a file, for failure messages.
+func tail(path string, n int) string {
+	b, _ := os.ReadFile(path)
+	l := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(l) > n {
+		l = append([]string{fmt.Sprintf("[... %d lines]", len(l)-n)}, l[len(l)-n:]...)
+	}
+	return strings.Join(l, "\n")
+}
+
+// startServer starts `bin/gr00tgw serve` (what `make run` serves, no
+// configuration) in the sandbox and waits for readiness; stop ends it.
+func (sb *readmeSandbox) startServer(t *testing.T) (stop func()) {
+	t.Helper()
+	logPath := filepath.Join(sb.dir, ".tmp", fmt.Sprintf("serve-%d.log", time.Now().UnixNano()))
+	logf, err := os.Create(logPath)
+	require.NoError(t, err)
+	defer logf.Close()
+	c := exec.Command(filepath.Join(sb.dir, "bin", "gr00tgw"), "serve")
+	c.Dir, c.Env, c.Stdout, c.Stderr = sb.dir, sb.env, logf, logf
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(t, c.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- c.Wait() }()
+	stop = func() {
+		stopGroup(c.Process.Pid, 30*time.Second)
+		<-exited
+		if err := waitPortFree(readmeAddr, 10*time.Second); err != nil {
+			t.Error(err)
+		}
+	}
+	client := &http.Client{Timeout: 2 * time.Second}
+	for end := time.Now().Add(3 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		select {
+		case err := <-exited:
+			exited <- err
+			stop()
+			t.Fatalf("`bin/gr00tgw serve` (what `make run` serves) exited before it was ready: %v\n%s", err, tail(logPath, 30))
+		default:
+		}
+		if resp, err := client.Get("http://" + readmeAddr + "/v2/health/ready"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return stop
+			}
+		}
+		if time.Now().After(end) {
+			stop()
+			t.Fatalf("`bin/gr00tgw serve` not ready after 3 minutes:\n%s", tail(logPath, 30))
+		}
+	}
+}
+
+// readmePrelude is the first script line; the block follows from line 2.
+const readmePrelude = `set -e -o pipefail; trap 'rc=$?; printf "%s %s\n" "$LINENO" "$rc" > "$README_TEST_FAILED"' ERR`
+
+// runBlock runs b with bash in the sandbox; its error names the README
+// line and the command that did not work.
+func (sb *readmeSandbox) runBlock(b readmeBlock) (stdout string, err error) {
+	tmp := filepath.Join(sb.dir, ".tmp")
+	id := strconv.Itoa(b.line)
+	script := filepath.Join(tmp, "block-"+id+".sh")
+	failed := filepath.Join(tmp, "block-"+id+".failed")
+	outPath, errPath := filepath.Join(tmp, "block-"+id+".out"), filepath.Join(tmp, "block-"+id+".err")
+	if err := os.WriteFile(script, []byte(readmePrelude+"\n"+strings.Join(b.lines, "\n")+"\n"), 0o644); err != nil {
+		return "", err
+	}
+	outf, err := os.Create(outPath)
+	if err != nil {
+		return "", err
+	}
+	defer outf.Close()
+	errf, err := os.Create(errPath)
+	if err != nil {
+		return "", err
+	}
+	defer errf.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c := exec.Command("bash", script)
+	c.Dir, c.Stdout, c.Stderr = sb.dir, outf, errf
+	c.Env = append(append([]string(nil), sb.env...), "README_TEST_FAILED="+failed)
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := c.Start(); err != nil {
+		return "", err
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	var runErr error
+	select {
+	case runErr = <-done:
+	case <-ctx.Done():
+		stopGroup(c.Process.Pid, 5*time.Second)
+		runErr = fmt.Errorf("timed out after 5 minutes: %w", <-done)
+	}
+	// Whatever the block left running (a server sent to the background
+	// and not stopped, or stopped by a command that did not run) goes.
+	stopGroup(c.Process.Pid, 30*time.Second)
+	var portErr error
+	if !b.server { // else the test's server holds the port until stop
+		portErr = waitPortFree(readmeAddr, 30*time.Second)
+	}
+
+	show := func() string {
+		return fmt.Sprintf("--- stdout:\n%s\n--- stderr:\n%s", tail(outPath, 25), tail(errPath, 25))
+	}
+	if runErr != nil {
+		where := fmt.Sprintf("README.md:%d: the block", b.line)
+		if f, err := os.ReadFile(failed); err == nil {
+			var lineNo, rc int
+			if _, err := fmt.Sscan(string(f), &lineNo, &rc); err == nil && lineNo >= 2 && lineNo-2 < len(b.lines) {
+				where = fmt.Sprintf("README.md:%d: `%s`", b.line+lineNo-2, strings.TrimSpace(b.lines[lineNo-2]))
+			}
+		}
+		return "", fmt.Errorf("%s failed (%v)\n%s", where, runErr, show())
+	}
+	if e, _ := os.ReadFile(errPath); bytes.Contains(e, []byte("has been deprecated")) || bytes.Contains(e, []byte("single-dash long flags go")) {
+		return "", fmt.Errorf("README.md:%d: the block uses a deprecated flag name or spelling (write the current --name)\n%s", b.line, show())
+	}
+	if n := bareNullLine(outPath); n > 0 {
+		return "", fmt.Errorf("README.md:%d: the block's output line %d is a bare `null` (a jq filter found nothing: the field the README shows is missing)\n%s", b.line, n, show())
+	}
+	return tail(outPath, 12), portErr
+}
+
+// bareNullLine is the first output line that is exactly "null" (1-based),
+// or 0.
+func bareNullLine(path string) int {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	s.Buffer(make([]byte, 1<<20), 64<<20)
+	for n := 1; s.Scan(); n++ {
+		if bytes.Equal(bytes.TrimSpace(s.Bytes()), []byte("null")) {
+			return n
+		}
+	}
+	return 0
+}
+
+// TestREADMEMarkers: the parser finds shell blocks with their first
+// command's line and markers, and refuses malformed markers.
+func TestREADMEMarkers(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "README.md")
+	write := func(s string) {
+		require.NoError(t, os.WriteFile(path, []byte(s), 0o644))
+	}
+	write("# x\n\n```sh\necho a\n```\n\n<!-- readme-test: skip (needs a GPU) -->\n```sh\necho b\n```\n" +
+		"```\nnot shell\n```\n<!-- readme-test: needs-server (the server above) -->\n\n```bash\necho c\necho d\n```\n")
+	bs, err := readmeBlocks(path)
+	require.NoError(t, err)
+	require.Len(t, bs, 3)
+	require.Equal(t, readmeBlock{line: 4, lines: []string{"echo a"}}, bs[0])
+	require.Equal(t, readmeBlock{line: 9, lines: []string{"echo b"}, skip: "needs a GPU"}, bs[1])
+	require.Equal(t, readmeBlock{line: 17, lines: []string{"echo c", "echo d"}, server: true}, bs[2])
+
+	for doc, want := range map[string]string{
+		"<!-- readme-test: skip -->\n```sh\nx\n```\n":           "skip needs a reason",
+		"<!-- readme-test: sikp (typo) -->\n```sh\nx\n```\n":    "unknown readme-test marker",
+		"<!-- readme-test skip (no colon) -->\n```sh\nx\n```\n": "malformed readme-test marker",
+		"<!-- readme-test: skip (x) -->\ntext\n```sh\nx\n```\n": "not followed by a ```sh block",
+		"<!-- readme-test: skip (x) -->\n```go\nx\n```\n":       "only shell blocks run",
+		"```sh\nx\n":                       "unterminated",
+		"<!-- readme-test: skip (x) -->\n": "not followed by a ```sh block",
+	} {
+		write(doc)
+		_, err := readmeBlocks(path)
+		require.ErrorContains(t, err, want, "%q", doc)
+	}
+}
+
+// TestREADMERunner: a failing command is named with its README line; a
+// failing command inside a pipeline fails the block; a bare null output
+// fails it; what a block leaves in the background is stopped.
+func TestREADMERunner(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, ".tmp"), 0o755))
+	sb := &readmeSandbox{dir: dir, env: os.Environ()}
+	_, err := sb.runBlock(readmeBlock{line: 10, lines: []string{"echo ok", "true | cat"}})
+	require.NoError(t, err)
+
+	_, err = sb.runBlock(readmeBlock{line: 20, lines: []string{"echo first", "ls no-such-file   # comment", "echo never"}})
+	require.ErrorContains(t, err, "README.md:21: `ls no-such-file   # comment` failed")
+	require.ErrorContains(t, err, "no-such-file")
+
+	_, err = sb.runBlock(readmeBlock{line: 30, lines: []string{"false | cat"}})
+	require.ErrorContains(t, err, "README.md:30: `false | cat` failed")
+
+	_, err = sb.runBlock(readmeBlock{line: 40, lines: []string{`echo '{"a": 1}' | jq .b`}})
+	require.ErrorContains(t, err, "bare `null`")
+
+	_, err = sb.runBlock(readmeBlock{line: 45, lines: []string{`echo 'Flag --weights has been deprecated, use --weights-dir' >&2`}})
+	require.ErrorContains(t, err, "deprecated flag")
+
+	t0 := time.Now()
+	_, err = sb.runBlock(readmeBlock{line: 50, lines: []string{"sleep 300 & echo $! > bg.pid"}})
+	require.NoError(t, err)
+	require.Less(t, time.Since(t0), 20*time.Second)
+	b, err := os.ReadFile(filepath.Join(dir, "bg.pid"))
+	require.NoError(t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	require.NoError(t, err)
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err == nil { // gone, or a zombie not yet reaped by its new parent
+		f := strings.Fields(string(st))
+		require.True(t, len(f) > 2 && f[2] == "Z", "background sleep still running: %s", st)
+	}
+}
