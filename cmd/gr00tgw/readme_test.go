@@ -308,7 +308,7 @@ func trackedEntries(t *testing.T, root string) (top, emb []string) {
 }
 
 // readmeEnv is the blocks' environment: the caller's, without gr00tgw's
-// configuration variables, with the sandbox's bin/ and the go tool on PATH,
+// configuration variables and the calling make's, with the sandbox's bin/ and the go tool on PATH,
 // TMPDIR and the wazero cache inside the sandbox, and the Go caches kept.
 func readmeEnv(t *testing.T, dir string) []string {
 	t.Helper()
@@ -324,7 +324,8 @@ func readmeEnv(t *testing.T, dir string) []string {
 		k, _, _ := strings.Cut(kv, "=")
 		switch {
 		case strings.HasPrefix(k, "GR00TGW_"), strings.HasPrefix(k, "GR00T_"),
-			k == "PATH", k == "TMPDIR", k == "XDG_CACHE_HOME", k == "GOCACHE", k == "GOMODCACHE":
+			k == "PATH", k == "TMPDIR", k == "XDG_CACHE_HOME", k == "GOCACHE", k == "GOMODCACHE",
+			k == "MAKEFLAGS", k == "MFLAGS", k == "MAKELEVEL": // a fresh shell's make, not a sub-make of `make test`
 			continue
 		}
 		env = append(env, kv)
