@@ -15,6 +15,7 @@ type kernelKind int
 const (
 	kindAVX512 kernelKind = iota + 1
 	kindAVX2
+	kindNEON // arm64 ASIMD (blocked_arm64.go)
 )
 
 // widenOnceRowPanels is the number of row panels from which an item widens

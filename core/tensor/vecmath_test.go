@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -22,6 +23,8 @@ func kindName(k kernelKind) string {
 		return "avx512"
 	case kindAVX2:
 		return "avx2"
+	case kindNEON:
+		return "neon"
 	}
 	return "scalar"
 }
@@ -472,5 +475,10 @@ func TestISALevel(t *testing.T) {
 		for _, n := range names {
 			require.NotContains(t, n, "avx512")
 		}
+	}
+	if runtime.GOARCH == "arm64" && godebugOff("asimd") {
+		// GODEBUG=cpu.asimd=off: no NEON path on arm64.
+		require.Equal(t, kernelKind(0), vecKind)
+		require.Equal(t, []string{"portable"}, names)
 	}
 }
