@@ -415,3 +415,49 @@ func TestE2EScaffoldServed(t *testing.T) {
 	require.Len(t, p.Actions["joints"][0], 7)
 	require.Len(t, p.Actions["gripper"][0], 1)
 }
+
+// TestE2EGolden: a checkpoint that ships no demo and no golden (as a real
+// snapshot) is served with the plugins' demos and determinism warm-ups;
+// `gr00tgw golden` computes its fp32 goldens once, and then a server with
+// another policy (mixed_dit) gates every embodiment against them.
+func TestE2EGolden(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: two servers and a golden run")
+	}
+	bin, plugins := buildGateway(t)
+	src := filepath.Join(moduleRoot(t), "testdata", "n17-tiny")
+	ck := t.TempDir()
+	for _, f := range []string{"model.safetensors", "config.json", "backbone_config.json", "embodiment_id.json", "statistics.json", "processor_config.json"} {
+		require.NoError(t, os.Symlink(filepath.Join(src, f), filepath.Join(ck, f)))
+	}
+	goldens := t.TempDir()
+	pdir := copyPlugins(t, plugins)
+	out := runTool(t, bin, "golden", "--weights-dir", ck, "--plugins-dir", pdir, "--golden-dir", goldens, "--plugin-cache-dir", "-")
+	assert.Contains(t, out, "ok   oxe_droid_relative_eef_relative_joint")
+	assert.Contains(t, out, "ok   libero_sim")
+
+	g := startGateway(t, bin, pdir, "--weights-dir", ck, "--golden-dir", goldens, "--policy", "mixed_dit")
+	waitServed(t, g, liberoTag)
+	resp, err := http.Get(g.base + "/info")
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var info struct {
+		Embodiments []struct {
+			Name, Status string
+			Warmup       struct {
+				Check  string
+				MinPCC float64 `json:"min_pcc"`
+			}
+			Demo struct{ Source string }
+		} `json:"embodiments"`
+	}
+	require.NoError(t, json.Unmarshal(b, &info))
+	require.Len(t, info.Embodiments, 2, string(b))
+	for _, e := range info.Embodiments {
+		assert.Equal(t, "ok", e.Status, e.Name)
+		assert.Equal(t, "golden", e.Warmup.Check, "%s: mixed_dit gated against the fp32 golden", e.Name)
+		assert.GreaterOrEqual(t, e.Warmup.MinPCC, 0.999, e.Name)
+		assert.Contains(t, e.Demo.Source, goldens, e.Name)
+	}
+}

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/gr00tgw/gr00tgw/assets"
+	"github.com/gr00tgw/gr00tgw/gateway"
+	"github.com/gr00tgw/gr00tgw/gateway/adapt"
+)
+
+func init() {
+	register(&command{name: "golden", summary: "compute a checkpoint's fp32 demo goldens (CPU backend) into golden_dir, which warm-up then gates every policy and backend against", run: runGolden})
+}
+
+// goldenFile is what `gr00tgw golden` writes as actions.json: the layout
+// of a demo golden (gateway.LoadDemo) plus where it came from.
+type goldenFile struct {
+	Golden           string                 `json:"golden"`
+	Actions          map[string][][]float64 `json:"actions"`
+	Embodiment       string                 `json:"embodiment"`
+	Plugin           string                 `json:"plugin"`
+	PluginVersion    string                 `json:"plugin_version"`
+	CheckpointSHA256 string                 `json:"checkpoint_sha256"`
+	ComputedAt       string                 `json:"computed_at"`
+}
+
+// runGolden is `gr00tgw golden`: with serve's configuration (weights_dir,
+// plugins_dir, embodiments, golden_dir, …) but the CPU backend, the fp32
+// policy and no warm-up gate, it serves every embodiment in-process, runs
+// each one's demo observation twice (the runs must agree bit for bit), and
+// writes <golden_dir>/<checkpoint sha256>/<tag>/{request.json,actions.json}.
+func runGolden(ctx context.Context, args []string) error {
+	fs := newFlags("golden", "[--weights-dir DIR] [--<key> value ...]",
+		"Computes the fp32 CPU-backend golden of every served embodiment's demo observation for the\n"+
+			"checkpoint and writes <golden_dir>/<checkpoint sha256>/<tag>/{request.json,actions.json}.\n"+
+			"`serve` then gates each embodiment's warm-up against it (any policy, any backend) when the\n"+
+			"checkpoint ships no golden of its own.")
+	file := configFlags(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	loaded, err := loadConfig(fs, *file)
+	if err != nil {
+		return err
+	}
+	cfg := loaded.Config
+	cfg.Backend, cfg.Policy, cfg.WarmupRuns = "cpu", "fp32", 0
+	out := adapt.GoldenDir(cfg)
+	if out == "" {
+		return fmt.Errorf("%w: golden_dir is %q: nowhere to write goldens", errUsage, cfg.GoldenDir)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	root, rerr := assets.Root()
+	if rerr != nil && (cfg.WeightsDir == "" || cfg.TokenizerDir == "" || cfg.PluginsDir == "") {
+		return rerr
+	}
+	srv, err := gateway.New(gateway.Options{Config: cfg, Logger: log, Version: versionString()})
+	if err != nil {
+		return err
+	}
+	var deps *gateway.Deps
+	if err := srv.Start(ctx, func(ctx context.Context) (*gateway.Deps, error) {
+		d, err := adapt.Open(ctx, cfg, adapt.Resolve(cfg, root), log, nil)
+		deps = d
+		return d, err
+	}); err != nil {
+		return err
+	}
+	defer srv.Shutdown(context.Background())
+	srv.WaitBound(ctx)
+	digest, _ := deps.Backend.Facts().Extra["checkpoint_sha256"].(string)
+	if digest == "" {
+		return fmt.Errorf("golden: the backend reports no checkpoint digest")
+	}
+	var info struct {
+		Embodiments []struct {
+			Name, Plugin, Status string
+			PluginVersion        string `json:"plugin_version"`
+		} `json:"embodiments"`
+	}
+	if err := getJSON(srv, "/info", &info); err != nil {
+		return err
+	}
+	wrote := 0
+	for _, e := range info.Embodiments {
+		if e.Status != "ok" {
+			fmt.Printf("skip %s: %s\n", e.Name, e.Status)
+			continue
+		}
+		dir := filepath.Join(out, digest, e.Name)
+		if err := writeGolden(srv, e.Name, e.Plugin, e.PluginVersion, digest, dir); err != nil {
+			return fmt.Errorf("golden: embodiment %s: %w", e.Name, err)
+		}
+		fmt.Printf("ok   %s (plugin %s %s) -> %s\n", e.Name, e.Plugin, e.PluginVersion, dir)
+		wrote++
+	}
+	if wrote == 0 {
+		return fmt.Errorf("golden: no embodiment served")
+	}
+	return nil
+}
+
+// writeGolden runs tag's demo twice through srv and writes the golden.
+func writeGolden(srv *gateway.Server, tag, plugin, version, digest, dir string) error {
+	var demo struct {
+		Request json.RawMessage `json:"request"`
+	}
+	if err := getJSON(srv, "/demo?embodiment="+tag, &demo); err != nil {
+		return err
+	}
+	var runs []map[string][][]float64
+	for range 2 {
+		req, _ := http.NewRequest(http.MethodPost, "/predict", bytes.NewReader(demo.Request))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := srv.App().Test(req, -1)
+		if err != nil {
+			return err
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("demo predict: %d %s", resp.StatusCode, b)
+		}
+		var pr gateway.PredictResponse
+		if err := json.Unmarshal(b, &pr); err != nil {
+			return err
+		}
+		runs = append(runs, pr.Actions)
+	}
+	for k, rows := range runs[0] {
+		for i := range rows {
+			if !slices.Equal(rows[i], runs[1][k][i]) {
+				return fmt.Errorf("demo predict is not deterministic (%s step %d differs between two runs)", k, i)
+			}
+		}
+	}
+	g := goldenFile{
+		Golden: "fp32 CPU-backend golden computed by `gr00tgw golden` for this checkpoint (two runs, bit-identical); " +
+			"it proves agreement with gr00tgw's own fp32 path, not with the PyTorch reference",
+		Actions: runs[0], Embodiment: tag, Plugin: plugin, PluginVersion: version, CheckpointSHA256: digest,
+		ComputedAt: time.Now().UTC().Format(time.RFC3339),
+	}
+	body, err := json.MarshalIndent(g, "", " ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "request.json"), demo.Request, 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "actions.json"), append(body, '\n'), 0o644)
+}
+
+func getJSON(srv *gateway.Server, path string, v any) error {
+	req, _ := http.NewRequest(http.MethodGet, path, nil)
+	resp, err := srv.App().Test(req, -1)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %d %s", path, resp.StatusCode, b)
+	}
+	return json.Unmarshal(b, v)
+}
