@@ -83,7 +83,7 @@ func runGolden(ctx context.Context, args []string) error {
 	srv.WaitBound(ctx)
 	digest, _ := deps.Backend.Facts().Extra["checkpoint_sha256"].(string)
 	if digest == "" {
-		return fmt.Errorf("golden: the backend reports no checkpoint digest")
+		return fmt.Errorf("the backend reports no checkpoint digest")
 	}
 	var info struct {
 		Embodiments []struct {
@@ -102,13 +102,13 @@ func runGolden(ctx context.Context, args []string) error {
 		}
 		dir := filepath.Join(out, digest, e.Name)
 		if err := writeGolden(srv, e.Name, e.Plugin, e.PluginVersion, digest, dir); err != nil {
-			return fmt.Errorf("golden: embodiment %s: %w", e.Name, err)
+			return fmt.Errorf("embodiment %s: %w", e.Name, err)
 		}
 		fmt.Printf("ok   %s (plugin %s %s) -> %s\n", e.Name, e.Plugin, e.PluginVersion, dir)
 		wrote++
 	}
 	if wrote == 0 {
-		return fmt.Errorf("golden: no embodiment served")
+		return fmt.Errorf("no embodiment served")
 	}
 	return nil
 }

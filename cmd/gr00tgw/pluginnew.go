@@ -79,7 +79,7 @@ func pluginNew(w io.Writer, args []string) error {
 	}
 	out := filepath.Join(*dir, pos[0])
 	if _, err := os.Stat(out); err == nil {
-		return fmt.Errorf("plugin new: %s exists", out)
+		return fmt.Errorf("%s exists", out)
 	}
 	if err := s.write(out); err != nil {
 		_ = os.RemoveAll(out)
@@ -118,11 +118,11 @@ func newScaffold(name, version, tag, weights string, fw, fh, lmax int) (*scaffol
 	}
 	slot, err := ids.Slot(tag)
 	if err != nil {
-		return nil, fmt.Errorf("plugin new: checkpoint %s: %w; %s", weights, err, need)
+		return nil, fmt.Errorf("checkpoint %s: %w; %s", weights, err, need)
 	}
 	pc, err := processor.LoadConfig(filepath.Join(weights, "processor_config.json"), tag)
 	if err != nil {
-		return nil, fmt.Errorf("plugin new: checkpoint %s: %w; %s", weights, err, need)
+		return nil, fmt.Errorf("checkpoint %s: %w; %s", weights, err, need)
 	}
 	raw, err := os.ReadFile(filepath.Join(weights, model.StatisticsFile))
 	if err != nil {
@@ -130,7 +130,7 @@ func newScaffold(name, version, tag, weights string, fw, fh, lmax int) (*scaffol
 	}
 	var all map[string]map[string]map[string]statBounds
 	if err := json.Unmarshal(raw, &all); err != nil {
-		return nil, fmt.Errorf("plugin new: %s: %w", model.StatisticsFile, err)
+		return nil, fmt.Errorf("%s: %w", model.StatisticsFile, err)
 	}
 	shape, err := model.ParseStatisticsShape(raw)
 	if err != nil {
@@ -138,7 +138,7 @@ func newScaffold(name, version, tag, weights string, fw, fh, lmax int) (*scaffol
 	}
 	st, ok := shape[tag]
 	if !ok {
-		return nil, fmt.Errorf("plugin new: checkpoint %s: %s has no entry for %s; %s", weights, model.StatisticsFile, tag, need)
+		return nil, fmt.Errorf("checkpoint %s: %s has no entry for %s; %s", weights, model.StatisticsFile, tag, need)
 	}
 	mcfg, err := model.LoadConfig(weights)
 	if err != nil {
@@ -146,7 +146,7 @@ func newScaffold(name, version, tag, weights string, fw, fh, lmax int) (*scaffol
 	}
 	sz, err := pc.Chain.Sizes(fw, fh)
 	if err != nil {
-		return nil, fmt.Errorf("plugin new: a %dx%d frame under the checkpoint's image chain: %w", fw, fh, err)
+		return nil, fmt.Errorf("a %dx%d frame under the checkpoint's image chain: %w", fw, fh, err)
 	}
 	g := sz.Grid
 	merge := max(pc.Chain.MergeSize, 1)
@@ -172,19 +172,19 @@ func newScaffold(name, version, tag, weights string, fw, fh, lmax int) (*scaffol
 	for _, k := range pc.StateKeys {
 		w, ok := st["state"][k]
 		if !ok {
-			return nil, fmt.Errorf("plugin new: %s %s: no state.%s", model.StatisticsFile, tag, k)
+			return nil, fmt.Errorf("%s %s: no state.%s", model.StatisticsFile, tag, k)
 		}
 		d.State = append(d.State, abi.StateGroup{Key: k, Dim: w, DeltaIndices: pc.StateDeltaIndices})
 	}
 	for i, k := range pc.ActionKeys {
 		ac := pc.ActionConfigs[i]
 		if ac.Type != "NON_EEF" || ac.Format != "DEFAULT" || ac.Rep == "DELTA" {
-			return nil, fmt.Errorf("plugin new: action %s is %s/%s/%s: the scaffold's pdk.Table decodes NON_EEF/DEFAULT groups (absolute or relative); "+
+			return nil, fmt.Errorf("action %s is %s/%s/%s: the scaffold's pdk.Table decodes NON_EEF/DEFAULT groups (absolute or relative); "+
 				"an end-effector group needs SE(3) composition of its own (start from embodiments/droid)", k, ac.Rep, ac.Type, ac.Format)
 		}
 		w, ok := st["action"][k]
 		if !ok {
-			return nil, fmt.Errorf("plugin new: %s %s: no action.%s", model.StatisticsFile, tag, k)
+			return nil, fmt.Errorf("%s %s: no action.%s", model.StatisticsFile, tag, k)
 		}
 		ag := abi.ActionGroup{Key: k, Dim: w, Rep: strings.ToLower(ac.Rep), Type: abi.TypeNonEEF, Format: abi.FormatDefault}
 		if ac.Rep == "RELATIVE" {
@@ -193,7 +193,7 @@ func newScaffold(name, version, tag, weights string, fw, fh, lmax int) (*scaffol
 		d.Actions = append(d.Actions, ag)
 	}
 	if len(pc.SinCosStateKeys) > 0 || len(pc.MeanStdStateKeys) > 0 {
-		return nil, fmt.Errorf("plugin new: processor_config.json encodes state keys with sin/cos or mean/std; the plugin contract has min/max normalisation only")
+		return nil, fmt.Errorf("processor_config.json encodes state keys with sin/cos or mean/std; the plugin contract has min/max normalisation only")
 	}
 	return &scaffold{Name: name, Version: version, Tag: tag, Checkpoint: weights, Desc: d, pc: pc, stats: all[tag]}, nil
 }
@@ -311,7 +311,7 @@ func goInts(v []int) string {
 
 func (s *scaffold) mainGo() ([]byte, error) {
 	if len(s.Desc.Cameras) == 0 {
-		return nil, errors.New("plugin new: the contract has no camera")
+		return nil, errors.New("the contract has no camera")
 	}
 	var b bytes.Buffer
 	if err := mainTmpl.Execute(&b, s); err != nil {
@@ -319,7 +319,7 @@ func (s *scaffold) mainGo() ([]byte, error) {
 	}
 	src, err := format.Source(b.Bytes())
 	if err != nil {
-		return nil, fmt.Errorf("plugin new: generated main.go: %w\n%s", err, b.Bytes())
+		return nil, fmt.Errorf("generated main.go: %w\n%s", err, b.Bytes())
 	}
 	return src, nil
 }
@@ -360,7 +360,7 @@ func TestCases(t *testing.T) {
 func (s *scaffold) mid(modality, key string, step int) ([]float64, error) {
 	b, ok := s.stats[modality][key]
 	if !ok {
-		return nil, fmt.Errorf("plugin new: %s: no %s.%s", model.StatisticsFile, modality, key)
+		return nil, fmt.Errorf("%s: no %s.%s", model.StatisticsFile, modality, key)
 	}
 	lo, hi := b.Min, b.Max
 	if s.pc.UsePercentiles && modality != "relative_action" {
@@ -373,7 +373,7 @@ func (s *scaffold) mid(modality, key string, step int) ([]float64, error) {
 		}
 		var nested [][]float64
 		if err := json.Unmarshal(raw, &nested); err != nil || step >= len(nested) {
-			return nil, fmt.Errorf("plugin new: %s %s.%s: unusable bounds", model.StatisticsFile, modality, key)
+			return nil, fmt.Errorf("%s %s.%s: unusable bounds", model.StatisticsFile, modality, key)
 		}
 		return nested[step], nil
 	}
