@@ -18,12 +18,23 @@ import (
 	"github.com/gr00tgw/gr00tgw/device"
 )
 
-// CameraFrames is one camera's encoded frames (PNG or JPEG bytes) as the
-// request sent them, oldest first. The slices are owned by the gateway and
-// valid for the duration of the Decode call only.
+// CameraFrames is one camera's frames as the request sent them, oldest
+// first: frame i is Raw[i] when Raw is set and Raw[i].Pix is not nil, else
+// the encoded image Frames[i] (PNG or JPEG bytes). The slices are owned by
+// the gateway and valid for the duration of the Decode call only.
 type CameraFrames struct {
 	Key    string
 	Frames [][]byte
+	Raw    []RawFrame
+}
+
+// RawFrame is one frame as raw pixels: uint8 RGB, row-major [Height, Width,
+// 3] (len(Pix) = Height·Width·3). It skips image decoding and is held to
+// the same size and aspect rules as an encoded frame; the same pixels give
+// the same model inputs either way.
+type RawFrame struct {
+	Pix           []byte
+	Height, Width int
 }
 
 // CameraImages describes one camera's decoded frames: what plugin.pre sees

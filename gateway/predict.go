@@ -75,7 +75,6 @@ func (s *Server) predict(c *fiber.Ctx) error {
 		return notReady(s.state.Load())
 	}
 	defer s.done()
-	deps := s.deps.Load()
 
 	ctx, cancel := context.WithTimeout(c.UserContext(), s.requestDeadline(c))
 	defer cancel()
@@ -83,7 +82,7 @@ func (s *Server) predict(c *fiber.Ctx) error {
 	defer gone.stop()
 
 	reqMsgpack := isMsgpack(c.Get(fiber.HeaderContentType))
-	var r *predictRequest
+	var r *Request
 	// The raw body (read only now that the request is admitted), not
 	// c.Body(): under Immutable that is a copy, and the parsers copy every
 	// value they keep.
@@ -108,13 +107,9 @@ func (s *Server) predict(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	e, err := s.lookup(tag)
-	if err != nil {
-		return err
-	}
-	defer e.release()
+	r.Embodiment = tag
 	rid, _ := c.Locals("rid").(string)
-	resp, err := s.runPredict(ctx, deps, e, r, rid, start)
+	resp, err := s.predictAdmitted(ctx, r, PredictOptions{RequestID: rid, Protocol: "http"}, start)
 	if err != nil {
 		if gone.fired() {
 			return errClientClosed
@@ -122,8 +117,6 @@ func (s *Server) predict(c *fiber.Ctx) error {
 		return err
 	}
 	resp.TimingMS.Parse = ms(parse)
-	resp.TimingMS.Total = ms(time.Since(start))
-	resp.RequestID = rid
 	t := &resp.TimingMS
 	c.Set("Server-Timing", fmt.Sprintf("parse;dur=%.3f, decode;dur=%.3f, plugin_pre;dur=%.3f, encode;dur=%.3f, queue;dur=%.3f, device;dur=%.3f, decode_actions;dur=%.3f, total;dur=%.3f",
 		t.Parse, t.Decode, t.PluginPre, t.Encode, t.Queue, t.Device, t.DecodeActions, t.Total))
@@ -145,6 +138,81 @@ func (s *Server) predict(c *fiber.Ctx) error {
 func (s *Server) queueFull() *HandlerError {
 	return &HandlerError{Status: http.StatusServiceUnavailable, Code: CodeQueueFull, RetryAfter: 1,
 		Err: fmt.Errorf("device queue is full (%d requests in flight, queue_depth %d); retry later", s.inflightN.Load(), s.cfg.QueueDepth)}
+}
+
+// PredictOptions say where a prediction comes from.
+type PredictOptions struct {
+	// RequestID names the request in logs, spans and the response; ""
+	// generates one.
+	RequestID string
+	// Protocol labels its metrics and spans: "http", "zmq", "openpi".
+	Protocol string
+	// Timeout, when positive and below request_timeout, shortens the
+	// request's deadline.
+	Timeout time.Duration
+}
+
+// Predict serves one request of a front end other than HTTP /predict (the
+// robot protocols): the lifecycle and admission checks (503 while not
+// ready or past queue_depth), routing by req.Embodiment ("" the default),
+// the whole pipeline and the device lock, under request_timeout and ctx.
+// Every error is a *HandlerError (Status, Code, Field) the front end maps
+// to its own wire format. Safe for concurrent use.
+func (s *Server) Predict(ctx context.Context, req *Request, o PredictOptions) (*PredictResponse, error) {
+	start := time.Now()
+	if st := s.state.Load(); st != stateReady {
+		return nil, notReady(st)
+	}
+	if ok, err := s.admit(); !ok {
+		if err != nil {
+			return nil, s.queueFull()
+		}
+		return nil, notReady(s.state.Load())
+	}
+	defer s.done()
+	if o.RequestID == "" {
+		o.RequestID = newRequestID()
+	}
+	d := s.cfg.RequestTimeout
+	if o.Timeout > 0 && o.Timeout < d {
+		d = o.Timeout
+	}
+	ctx, cancel := mergeCancel(ctx, s.baseCtx)
+	defer cancel()
+	ctx, cancelT := context.WithTimeout(ctx, d)
+	defer cancelT()
+	resp, err := s.predictAdmitted(ctx, req, o, start)
+	if err != nil {
+		return nil, classify(err, "request")
+	}
+	return resp, nil
+}
+
+// predictAdmitted routes an admitted request to its embodiment and runs it
+// there, holding the binding for the whole call.
+func (s *Server) predictAdmitted(ctx context.Context, r *Request, o PredictOptions, start time.Time) (*PredictResponse, error) {
+	code, tag := "", r.Embodiment
+	if tag == "" {
+		tag = s.cfg.Embodiment
+	}
+	defer func() {
+		s.inst.predictions.Add(ctx, 1, metric.WithAttributes(attribute.String("protocol", o.Protocol),
+			attribute.String("embodiment", tag), attribute.String("code", code)))
+	}()
+	e, err := s.lookup(r.Embodiment)
+	if err != nil {
+		code = classify(err, "route").Code
+		return nil, err
+	}
+	defer e.release()
+	resp, err := s.runPredict(ctx, s.deps.Load(), e, r, o.RequestID, start, o.Protocol)
+	if err != nil {
+		code = classify(err, "predict").Code
+		return nil, err
+	}
+	resp.TimingMS.Total = ms(time.Since(start))
+	resp.RequestID = o.RequestID
+	return resp, nil
 }
 
 // routeTag picks the request's embodiment: the X-Embodiment header or the
@@ -179,7 +247,7 @@ func endSpan(sp trace.Span, err error) {
 // Everything but the device call runs outside the lock.
 //
 // e is the embodiment's binding, held by the caller for the whole call.
-func (s *Server) runPredict(ctx context.Context, deps *Deps, e *entry, r *predictRequest, rid string, start time.Time) (*PredictResponse, error) {
+func (s *Server) runPredict(ctx context.Context, deps *Deps, e *entry, r *Request, rid string, start time.Time, protocol string) (*PredictResponse, error) {
 	info := e.info
 	embAttrs := []attribute.KeyValue{
 		attribute.String("embodiment", info.Name),
@@ -187,7 +255,8 @@ func (s *Server) runPredict(ctx context.Context, deps *Deps, e *entry, r *predic
 		attribute.String("plugin.version", info.PluginVersion),
 	}
 	trace.SpanFromContext(ctx).SetAttributes(embAttrs...)
-	mattrs := metric.WithAttributes(attribute.String("embodiment", info.Name), attribute.String("plugin_version", info.PluginVersion))
+	mattrs := metric.WithAttributes(attribute.String("embodiment", info.Name), attribute.String("plugin_version", info.PluginVersion),
+		attribute.String("protocol", protocol))
 	stage := func(name string, d time.Duration) { s.inst.stage(ctx, name, d, mattrs) }
 	var tm Timing
 

@@ -65,11 +65,39 @@ func TestAcquireDeadContext(t *testing.T) {
 
 // Errors inside the [1][H][D] noise form name its real JSON path.
 func TestNoiseFieldPathBatched(t *testing.T) {
-	r := &predictRequest{}
+	r := &Request{}
 	err := parseNoise(r, []any{[]any{[]any{1.0, 2.0}, []any{1.0, "x"}}})
 	require.Error(t, err)
 	var he *HandlerError
 	require.ErrorAs(t, err, &he)
 	require.Equal(t, "noise[0][1][1]", he.Field)
 	require.Contains(t, err.Error(), "noise[0][1][1]")
+}
+
+// Raw frames in msgpack: {data, shape [H, W, 3], dtype uint8}; a malformed
+// one names its field.
+func TestParseRawFrame(t *testing.T) {
+	pix := make([]byte, 4*6*3)
+	ok, err := parseRawFrame(map[string]any{"data": pix, "shape": []any{int64(4), int64(6), int64(3)}, "dtype": "uint8"}, "images.cam[0]")
+	require.NoError(t, err)
+	assert.Equal(t, 4, ok.Height)
+	assert.Equal(t, 6, ok.Width)
+	for _, tc := range []struct {
+		name, field string
+		m           map[string]any
+	}{
+		{"no data", "images.cam[0].data", map[string]any{"shape": []any{int64(4), int64(6), int64(3)}}},
+		{"str data", "images.cam[0].data", map[string]any{"data": "x", "shape": []any{int64(4), int64(6), int64(3)}}},
+		{"short", "images.cam[0].data", map[string]any{"data": pix[:10], "shape": []any{int64(4), int64(6), int64(3)}}},
+		{"rank", "images.cam[0].shape", map[string]any{"data": pix, "shape": []any{int64(24), int64(3)}}},
+		{"channels", "images.cam[0].shape", map[string]any{"data": pix, "shape": []any{int64(6), int64(6), int64(2)}}},
+		{"negative", "images.cam[0].shape", map[string]any{"data": pix, "shape": []any{int64(-4), int64(6), int64(3)}}},
+		{"dtype", "images.cam[0].dtype", map[string]any{"data": pix, "shape": []any{int64(4), int64(6), int64(3)}, "dtype": "float32"}},
+		{"unknown", "images.cam[0].x", map[string]any{"data": pix, "shape": []any{int64(4), int64(6), int64(3)}, "x": 1}},
+	} {
+		_, err := parseRawFrame(tc.m, "images.cam[0]")
+		he := classify(err, "decode")
+		assert.Contains(t, []int{400, 422}, he.Status, tc.name)
+		assert.Equal(t, tc.field, he.Field, tc.name)
+	}
 }

@@ -31,32 +31,40 @@ var instructionAliases = []string{"instruction", "language", "prompt"}
 // MaxInstructionChars bounds the instruction (characters, not bytes).
 const MaxInstructionChars = 2000
 
-// frame is one encoded image as sent: a base64 string (JSON, msgpack str)
-// or raw bytes (msgpack bin).
-type frame struct {
-	b64 string
-	raw []byte
+// Frame is one camera frame as a request sent it: a base64 string (JSON,
+// msgpack str), encoded bytes (msgpack bin), or raw RGB pixels (msgpack
+// {data, shape [H, W, 3]}, the robot protocols' uint8 arrays). Exactly one
+// is set.
+type Frame struct {
+	B64     string
+	Encoded []byte    // PNG or JPEG
+	Raw     *RawFrame // uint8 RGB, skips image decoding
 }
 
-// predictRequest is a parsed, schema-checked /predict body. Values are not
-// yet checked against the served embodiment (see validate).
-type predictRequest struct {
+// Request is one prediction request in the gateway's own terms: what every
+// front end (HTTP JSON and msgpack, the robot protocols) translates its
+// message to before Server.Predict. Values are schema-checked but not yet
+// checked against the served embodiment (the gateway does that).
+type Request struct {
 	// Images maps camera key → frames, oldest first.
-	Images map[string][]frame
+	Images map[string][]Frame
 	// State maps group → raw values (one time step); StateList is set
 	// instead when the body sent state as [D_total] or [[D_total]].
 	State     map[string][]float64
 	StateList []float64
 	// Instruction is the task text; InstructionField is the name it came
-	// under (instruction, language or prompt).
+	// under (instruction, language, prompt, or a protocol's own key), for
+	// error messages.
 	Instruction      string
 	InstructionField string
-	Embodiment       string
+	// Embodiment is the embodiment tag; "" is the default.
+	Embodiment string
 	// Seed is set when the body sent one.
 	Seed *uint64
 	// Noise is the explicit noise, flattened, with its sent shape.
 	Noise      []float32
 	NoiseShape []int
+	// StateDtype is "float32" (default) or "float64".
 	StateDtype string
 	// ReturnNormalized asks for action_pred_normalized and action_pred_valid_hd.
 	ReturnNormalized bool
@@ -64,7 +72,7 @@ type predictRequest struct {
 
 // decodeJSON parses a JSON body strictly: valid UTF-8, exactly one value,
 // numbers kept as text until the schema decides their type.
-func decodeJSON(body []byte) (*predictRequest, error) {
+func decodeJSON(body []byte) (*Request, error) {
 	if !utf8.Valid(body) {
 		return nil, schemaError("body", "body is not valid UTF-8")
 	}
@@ -77,7 +85,7 @@ func decodeJSON(body []byte) (*predictRequest, error) {
 
 // decodeMsgpack parses a msgpack body with the same schema as JSON; frames
 // may be bin (raw image bytes) or str (base64).
-func decodeMsgpack(body []byte) (*predictRequest, error) {
+func decodeMsgpack(body []byte) (*Request, error) {
 	v, err := parseMsgpack(body)
 	if err != nil {
 		return nil, schemaError("body", "body is not valid msgpack: %v", err)
@@ -124,7 +132,7 @@ func asObject(v any, field string) (map[string]any, error) {
 	return nil, schemaError(field, "%s: expected an object, got %s", field, typeName(v))
 }
 
-func parseRequest(v any) (*predictRequest, error) {
+func parseRequest(v any) (*Request, error) {
 	top, err := asObject(v, "body")
 	if err != nil {
 		return nil, err
@@ -154,7 +162,7 @@ func parseRequest(v any) (*predictRequest, error) {
 			return nil, schemaError("body", "field name is not valid UTF-8")
 		}
 	}
-	r := &predictRequest{StateDtype: "float32"}
+	r := &Request{StateDtype: "float32"}
 
 	// images (required).
 	iv, ok := top[fieldImages]
@@ -165,7 +173,7 @@ func parseRequest(v any) (*predictRequest, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.Images = make(map[string][]frame, len(im))
+	r.Images = make(map[string][]Frame, len(im))
 	for cam, fv := range im {
 		field := fieldImages + "." + cam
 		if !utf8.ValidString(cam) {
@@ -175,16 +183,22 @@ func parseRequest(v any) (*predictRequest, error) {
 		if !ok {
 			return nil, schemaError(field, "%s: expected an array of base64 images, got %s", field, typeName(fv))
 		}
-		frames := make([]frame, len(list))
+		frames := make([]Frame, len(list))
 		for i, x := range list {
 			switch s := x.(type) {
 			case string:
-				frames[i] = frame{b64: s}
+				frames[i] = Frame{B64: s}
 			case []byte:
-				frames[i] = frame{raw: s}
+				frames[i] = Frame{Encoded: s}
+			case map[string]any:
+				raw, err := parseRawFrame(s, fmt.Sprintf("%s[%d]", field, i))
+				if err != nil {
+					return nil, err
+				}
+				frames[i] = Frame{Raw: raw}
 			default:
 				f := fmt.Sprintf("%s[%d]", field, i)
-				return nil, schemaError(f, "%s: expected a base64 string, got %s", f, typeName(x))
+				return nil, schemaError(f, "%s: expected a base64 string, encoded bytes or a raw frame {data, shape}, got %s", f, typeName(x))
 			}
 		}
 		r.Images[cam] = frames
@@ -354,6 +368,61 @@ func number(x any, field string) (float64, error) {
 	return 0, schemaError(field, "%s: expected a number, got %s", field, typeName(x))
 }
 
+// parseRawFrame reads a raw frame (msgpack): {"data": bin (uint8 RGB,
+// row-major), "shape": [H, W, 3], "dtype": "uint8" (optional)}.
+func parseRawFrame(m map[string]any, field string) (*RawFrame, error) {
+	for k := range m {
+		if k != "data" && k != "shape" && k != "dtype" {
+			return nil, schemaError(field+"."+k, "%s: unknown field %q in a raw frame (want data, shape, dtype)", field, k)
+		}
+	}
+	data, ok := m["data"].([]byte)
+	if !ok {
+		return nil, schemaError(field+".data", "%s.data: expected bin (uint8 RGB bytes), got %s", field, typeName(m["data"]))
+	}
+	if dt, ok := m["dtype"]; ok && dt != "uint8" && dt != "|u1" {
+		return nil, invalid(field+".dtype", "%s.dtype: %v, want uint8", field, dt)
+	}
+	shape, ok := m["shape"].([]any)
+	if !ok || len(shape) != 3 {
+		return nil, schemaError(field+".shape", "%s.shape: expected [height, width, 3]", field)
+	}
+	var dims [3]int
+	for i, x := range shape {
+		f, ok := plainInt(x)
+		if !ok || f <= 0 || f > 1<<16 {
+			return nil, invalid(field+".shape", "%s.shape: %v is not [height, width, 3] with positive sides", field, shape)
+		}
+		dims[i] = f
+	}
+	if dims[2] != 3 {
+		return nil, invalid(field+".shape", "%s.shape: %v: %d channels, want 3 (RGB)", field, dims, dims[2])
+	}
+	if len(data) != dims[0]*dims[1]*3 {
+		return nil, invalid(field+".data", "%s.data: %d bytes for shape %v (want %d)", field, len(data), dims, dims[0]*dims[1]*3)
+	}
+	return &RawFrame{Pix: data, Height: dims[0], Width: dims[1]}, nil
+}
+
+// plainInt reads a non-negative integer of any msgpack or JSON width.
+func plainInt(x any) (int, bool) {
+	switch n := x.(type) {
+	case int64:
+		return int(n), n >= 0 && n <= 1<<31
+	case uint64:
+		return int(n), n <= 1<<31
+	case int:
+		return n, n >= 0
+	case int8, int16, int32, uint8, uint16, uint32:
+		v, _ := number(n, "")
+		return int(v), v >= 0
+	case json.Number:
+		v, err := strconv.Atoi(string(n))
+		return v, err == nil && v >= 0
+	}
+	return 0, false
+}
+
 func parseSeed(x any) (uint64, error) {
 	switch n := x.(type) {
 	case json.Number:
@@ -401,7 +470,7 @@ func parseSeed(x any) (uint64, error) {
 
 // parseNoise accepts [H][D] or [1][H][D] numbers; the shape is checked
 // against the model later (validate).
-func parseNoise(r *predictRequest, x any) error {
+func parseNoise(r *Request, x any) error {
 	rows, ok := x.([]any)
 	if !ok {
 		return schemaError(fieldNoise, "noise: expected an array, got %s", typeName(x))
@@ -457,7 +526,7 @@ func parseNoise(r *predictRequest, x any) error {
 
 // validated is a request checked against the served embodiment and model.
 type validated struct {
-	req   *predictRequest
+	req   *Request
 	cams  []CameraFrames // embodiment order, base64 decoded later
 	state map[string][]float64
 }
@@ -466,7 +535,7 @@ type validated struct {
 // cheap 400s that need no pixels (cameras and frame counts, state groups
 // and widths and finiteness, instruction length, embodiment, seed xor
 // noise, noise shape, state dtype). It rounds state to state_dtype.
-func validate(r *predictRequest, info *EmbodimentInfo, model *ModelInfo) (*validated, error) {
+func validate(r *Request, info *EmbodimentInfo, model *ModelInfo) (*validated, error) {
 	n := utf8.RuneCountInString(r.Instruction)
 	if strings.TrimSpace(r.Instruction) == "" {
 		return nil, invalid(r.InstructionField, "%s: empty", r.InstructionField)
@@ -566,11 +635,18 @@ func decodeFrames(v *validated) error {
 		src := v.req.Images[c.Key]
 		c.Frames = make([][]byte, len(src))
 		for i, f := range src {
-			if f.raw != nil {
-				c.Frames[i] = f.raw
+			if f.Raw != nil {
+				if c.Raw == nil {
+					c.Raw = make([]RawFrame, len(src))
+				}
+				c.Raw[i] = *f.Raw
 				continue
 			}
-			s := f.b64
+			if f.Encoded != nil {
+				c.Frames[i] = f.Encoded
+				continue
+			}
+			s := f.B64
 			// Tolerate data URLs ("data:image/png;base64,....").
 			if strings.HasPrefix(s, "data:") {
 				if _, rest, ok := strings.Cut(s, ","); ok {

@@ -445,7 +445,7 @@ func (s *Server) warmup(ctx context.Context, deps *Deps, e *entry) error {
 	for i := 1; i <= rep.Runs; i++ {
 		start := time.Now()
 		rctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout*10)
-		resp, err := s.runPredict(rctx, deps, e, req, fmt.Sprintf("warmup-%s-%d", e.tag, i), start)
+		resp, err := s.runPredict(rctx, deps, e, req, fmt.Sprintf("warmup-%s-%d", e.tag, i), start, "warmup")
 		cancel()
 		if err != nil {
 			return fmt.Errorf("warm-up %d/%d: %w", i, rep.Runs, err)

@@ -99,6 +99,7 @@ type instruments struct {
 	pluginDur     metric.Float64Histogram
 	warmupPCC     metric.Float64Gauge
 	changes       metric.Int64Counter
+	predictions   metric.Int64Counter
 }
 
 var secondsBuckets = metric.WithExplicitBucketBoundaries(
@@ -129,6 +130,10 @@ func newInstruments(m metric.Meter, s *Server) (*instruments, error) {
 	}
 	if in.changes, err = m.Int64Counter("gateway.embodiment.changes",
 		metric.WithDescription("embodiment set changes at start-up and reload, by embodiment and change (added, replaced, retired, refused, unchanged)")); err != nil {
+		return nil, err
+	}
+	if in.predictions, err = m.Int64Counter("gateway.predictions",
+		metric.WithDescription("predictions by protocol (http, zmq, openpi), embodiment and error code (\"\": served)")); err != nil {
 		return nil, err
 	}
 	embodiments, err := m.Int64ObservableGauge("gateway.embodiments",

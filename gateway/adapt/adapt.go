@@ -114,6 +114,7 @@ func (e *Encoder) Decode(ctx context.Context, cams []gateway.CameraFrames) (*gat
 		cam string
 		idx int
 		src []byte
+		raw *gateway.RawFrame
 		dst *image.RGB
 	}
 	var jobs []job
@@ -126,7 +127,11 @@ func (e *Encoder) Decode(ctx context.Context, cams []gateway.CameraFrames) (*gat
 			} else {
 				fs[i] = new(image.RGB)
 			}
-			jobs = append(jobs, job{c.Key, i, b, fs[i]})
+			j := job{cam: c.Key, idx: i, src: b, dst: fs[i]}
+			if i < len(c.Raw) && c.Raw[i].Pix != nil {
+				j.raw = &c.Raw[i]
+			}
+			jobs = append(jobs, j)
 		}
 		frames[c.Key] = fs
 	}
@@ -136,6 +141,10 @@ func (e *Encoder) Decode(ctx context.Context, cams []gateway.CameraFrames) (*gat
 		wg.Add(1)
 		go func(j *job, errp *error) {
 			defer wg.Done()
+			if j.raw != nil {
+				*errp = e.rawFrame(j.dst, j.cam, j.idx, j.raw)
+				return
+			}
 			if e.rule != nil {
 				*errp = e.rule.DecodeFrame(j.dst, j.cam, j.idx, j.src)
 				return
@@ -164,6 +173,33 @@ func (e *Encoder) Decode(ctx context.Context, cams []gateway.CameraFrames) (*gat
 		d.Cameras = append(d.Cameras, ci)
 	}
 	return d, nil
+}
+
+// rawFrame checks a raw frame under the same rules as an encoded one
+// (side limits, the layout's aspect rule) and copies it into dst.
+func (e *Encoder) rawFrame(dst *image.RGB, cam string, idx int, f *gateway.RawFrame) error {
+	fail := func(err error) error { return &image.FrameError{Camera: cam, Index: idx, Err: err} }
+	if f.Width <= 0 || f.Height <= 0 || len(f.Pix) != f.Width*f.Height*3 {
+		return fail(fmt.Errorf("%w: raw frame of %d bytes for %dx%d RGB (want height·width·3 = %d)",
+			image.ErrUndecodable, len(f.Pix), f.Width, f.Height, max(f.Width*f.Height*3, 0)))
+	}
+	var err error
+	if e.rule != nil {
+		err = e.rule.Check(f.Width, f.Height)
+	} else {
+		err = image.DefaultLimits.Check(f.Width, f.Height)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	n := len(f.Pix)
+	if cap(dst.Pix) < n {
+		dst.Pix = make([]uint8, n)
+	}
+	dst.Pix = dst.Pix[:n]
+	copy(dst.Pix, f.Pix)
+	dst.W, dst.H = f.Width, f.Height
+	return nil
 }
 
 // Encode runs the eval chain, patching, prompt, tokenizer and mRoPE. It

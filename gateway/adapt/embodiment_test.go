@@ -1,9 +1,16 @@
 package adapt
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	stdimage "image"
+	_ "image/png"
+	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -11,7 +18,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/gr00tgw/gr00tgw/config"
 	"github.com/gr00tgw/gr00tgw/core/processor"
 	"github.com/gr00tgw/gr00tgw/core/text"
 	"github.com/gr00tgw/gr00tgw/gateway"
@@ -135,4 +144,118 @@ func TestEncoderDropsOversizedBuffers(t *testing.T) {
 	enc.Release()
 	assert.Equal(t, 0, e.rgb.Len(), "frames over keepRGB are dropped")
 	assert.Equal(t, 0, e.pix.Len(), "pixel_values over keepPix are dropped")
+}
+
+// rgbOf decodes a PNG into raw RGB bytes with the standard library.
+func rgbOf(t *testing.T, png []byte) ([]byte, int, int) {
+	t.Helper()
+	img, _, err := stdimage.Decode(bytes.NewReader(png))
+	require.NoError(t, err)
+	b := img.Bounds()
+	out := make([]byte, 0, b.Dx()*b.Dy()*3)
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			out = append(out, byte(r>>8), byte(g>>8), byte(bl>>8))
+		}
+	}
+	return out, b.Dy(), b.Dx()
+}
+
+// Raw RGB frames — msgpack {data, shape} on /predict, and RawFrame through
+// Server.Predict (the robot protocols' path) — give actions bit-identical
+// to the same pixels sent as PNG; a raw frame outside the size rules is
+// refused naming it.
+func TestRawFramesMatchPNG(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the plugins and opens the CPU backend")
+	}
+	root := repoRoot(t)
+	cfg := config.Default()
+	cfg.Threads = 2
+	cfg.GoldenDir = "-"
+	paths := Resolve(cfg, root)
+	paths.Plugins = pluginsDir(t, root)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv, err := gateway.New(gateway.Options{Config: cfg, Logger: log})
+	require.NoError(t, err)
+	require.NoError(t, srv.Start(context.Background(), func(ctx context.Context) (*gateway.Deps, error) {
+		return Open(ctx, cfg, paths, log, nil)
+	}))
+	defer srv.Shutdown(context.Background())
+	raw, err := os.ReadFile(filepath.Join(root, "testdata", "n17-tiny", "caseA", "request.json"))
+	require.NoError(t, err)
+	post := func(body []byte, ct string) (int, gateway.PredictResponse, string) {
+		req, _ := http.NewRequest("POST", "/predict", bytes.NewReader(body))
+		req.Header.Set("Content-Type", ct)
+		req.Header.Set("Accept", "application/json")
+		resp, err := srv.App().Test(req, -1)
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		var pr gateway.PredictResponse
+		_ = json.Unmarshal(b, &pr)
+		return resp.StatusCode, pr, string(b)
+	}
+	st, png, msg := post(raw, "application/json")
+	require.Equal(t, 200, st, msg)
+
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(raw, &m))
+	frames := map[string][]gateway.RawFrame{}
+	for cam, list := range m["images"].(map[string]any) {
+		var out []any
+		for _, f := range list.([]any) {
+			b, err := base64.StdEncoding.DecodeString(f.(string))
+			require.NoError(t, err)
+			pix, h, w := rgbOf(t, b)
+			out = append(out, map[string]any{"data": pix, "shape": []int{h, w, 3}, "dtype": "uint8"})
+			frames[cam] = append(frames[cam], gateway.RawFrame{Pix: pix, Height: h, Width: w})
+		}
+		m["images"].(map[string]any)[cam] = out
+	}
+	body, err := msgpack.Marshal(m)
+	require.NoError(t, err)
+	st, viaMsgpack, msg := post(body, "application/msgpack")
+	require.Equal(t, 200, st, msg)
+	assert.Equal(t, png.Actions, viaMsgpack.Actions, "raw frames over msgpack")
+	assert.Less(t, viaMsgpack.TimingMS.Decode, png.TimingMS.Decode*2+1)
+
+	// Server.Predict with RawFrames, as a robot-protocol front end calls it.
+	req := &gateway.Request{Images: map[string][]gateway.Frame{}, State: map[string][]float64{}, StateDtype: "float32",
+		Instruction: m["instruction"].(string), InstructionField: "instruction"}
+	for cam, fs := range frames {
+		for i := range fs {
+			req.Images[cam] = append(req.Images[cam], gateway.Frame{Raw: &fs[i]})
+		}
+	}
+	for g, v := range m["state"].(map[string]any) {
+		for _, x := range v.([]any) {
+			req.State[g] = append(req.State[g], x.(float64))
+		}
+	}
+	for _, row := range m["noise"].([]any) {
+		for _, x := range row.([]any) {
+			req.Noise = append(req.Noise, float32(x.(float64)))
+		}
+	}
+	req.NoiseShape = []int{40, 132}
+	resp, err := srv.Predict(context.Background(), req, gateway.PredictOptions{Protocol: "test"})
+	require.NoError(t, err)
+	assert.Equal(t, png.Actions, resp.Actions, "raw frames through Server.Predict")
+
+	// A raw frame with a wrong-sized buffer or outside the aspect band.
+	bad := frames["wrist_image_left"][0]
+	bad.Pix = bad.Pix[:len(bad.Pix)-3]
+	req.Images["wrist_image_left"][0] = gateway.Frame{Raw: &bad}
+	_, err = srv.Predict(context.Background(), req, gateway.PredictOptions{Protocol: "test"})
+	var he *gateway.HandlerError
+	require.ErrorAs(t, err, &he)
+	assert.Equal(t, 400, he.Status)
+	assert.Equal(t, "images.wrist_image_left[0]", he.Field)
+	square := gateway.RawFrame{Pix: make([]byte, 256*256*3), Height: 256, Width: 256}
+	req.Images["wrist_image_left"][0] = gateway.Frame{Raw: &square}
+	_, err = srv.Predict(context.Background(), req, gateway.PredictOptions{Protocol: "test"})
+	require.ErrorAs(t, err, &he)
+	assert.Equal(t, "images.wrist_image_left[0]", he.Field)
+	assert.Contains(t, he.Err.Error(), "patch grid")
 }
