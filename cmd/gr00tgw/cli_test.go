@@ -231,6 +231,7 @@ func TestInstructionAliases(t *testing.T) {
 func TestRunPromptAlias(t *testing.T) {
 	raw, err := os.ReadFile(filepath.Join(runCaseA, "request.json"))
 	require.NoError(t, err)
+	pd := droidPlugins(t)
 	runWith := func(field string) []float32 {
 		var m map[string]any
 		require.NoError(t, json.Unmarshal(raw, &m))
@@ -243,7 +244,7 @@ func TestRunPromptAlias(t *testing.T) {
 		require.NoError(t, os.WriteFile(req, b, 0o644))
 		out := t.TempDir()
 		captureStdout(t, func() {
-			require.NoError(t, runCmd(context.Background(), []string{"--weights-dir", runTiny, "--request", req, "--out", out, "--plugins-dir", "-"}))
+			require.NoError(t, runCmd(context.Background(), []string{"--weights-dir", runTiny, "--request", req, "--out", out, "--plugins-dir", pd}))
 		})
 		return readGolden(t, filepath.Join(out, "action_pred.npy"))
 	}

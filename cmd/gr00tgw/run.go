@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gr00tgw/gr00tgw/assets"
+	"github.com/gr00tgw/gr00tgw/core/image"
 	"github.com/gr00tgw/gr00tgw/core/model"
 	"github.com/gr00tgw/gr00tgw/core/npy"
 	"github.com/gr00tgw/gr00tgw/core/processor"
@@ -60,7 +62,7 @@ func runCmd(ctx context.Context, args []string) error {
 	fs := newFlags("run", "--out DIR (--request REQ.json | --inputs DIR) [flags]",
 		"Runs the model offline on one /predict body (or on encoded inputs) with the CPU\nbackend and writes action_pred.npy, action_pred_valid.npy, actions.json (the\nplugin's decoded actions), timing.json and facts.json; --taps adds every\nintermediate tensor.")
 	fs.StringVar(&f.weights, "weights-dir", "", "checkpoint directory (default: the module's testdata/n17-tiny)")
-	fs.StringVar(&f.request, "request", "", "a /predict JSON body: frames + instruction go through core/processor, state is normalised with statistics.json, noise/seed/embodiment are honoured")
+	fs.StringVar(&f.request, "request", "", "a /predict JSON body: frames + instruction go through core/processor, the state through the embodiment plugin's pre, noise/seed/embodiment are honoured")
 	fs.StringVar(&f.inputs, "inputs", "", "instead of the request's frames+instruction: a directory of encoded model inputs: pixel_values.npy, image_grid_thw.npy, input_ids.npy, attention_mask.npy, position_ids.npy [, state_normalized.npy, noise.npy]")
 	fs.StringVar(&f.out, "out", "", "output directory (created)")
 	fs.StringVar(&f.noise, "noise", "", "initial noise .npy [40,132] or [1,40,132]")
@@ -150,6 +152,16 @@ func runOffline(ctx context.Context, f runFlags) error {
 		}
 	}
 
+	// The embodiment's plugin: its pre normalises the request's state and
+	// its post decodes the actions, exactly as /predict runs them.
+	emb, closeEmb, err := openRunPlugin(ctx, f, tag)
+	if err != nil {
+		return err
+	}
+	if closeEmb != nil {
+		defer closeEmb(context.WithoutCancel(ctx))
+	}
+
 	// State: --state, else the request's raw state, else the inputs dir.
 	switch {
 	case f.state != "":
@@ -159,7 +171,10 @@ func runOffline(ctx context.Context, f runFlags) error {
 		}
 		in.State = s
 	case len(req.State) > 0:
-		s, err := normalizeStateFromDir(f.weights, tag, req.State)
+		if emb == nil {
+			return fmt.Errorf("%w: the request's state is normalised by the embodiment's plugin: pass --plugins-dir (or --state)", errUsage)
+		}
+		s, err := pluginState(ctx, emb, tag, &req)
 		if err != nil {
 			return err
 		}
@@ -241,7 +256,7 @@ func runOffline(ctx context.Context, f runFlags) error {
 		timing[s.Name] = ms(s.Duration)
 	}
 	tDec := time.Now()
-	valid, err := validActionDim(f.weights, tag)
+	valid, err := validActionDim(f.weights, tag, emb)
 	if err != nil {
 		return err
 	}
@@ -249,7 +264,7 @@ func runOffline(ctx context.Context, f runFlags) error {
 	for r := 0; r < res.Horizon; r++ {
 		pv = append(pv, res.ActionPred[r*res.ActionDim:r*res.ActionDim+valid]...)
 	}
-	if err := writeActions(ctx, f, tag, req.State, res); err != nil {
+	if err := writeActions(f, emb, tag, req.State, res); err != nil {
 		return err
 	}
 	timing["decode"] = ms(time.Since(tDec))
@@ -513,145 +528,61 @@ func resolveEmbodiment(weights, flag, reqTag string) (tag string, slot int, note
 	}
 }
 
-// processorSide is the part of processor_config.json this command reads.
-type processorSide struct {
-	Kwargs struct {
-		ModalityConfigs map[string]struct {
-			State struct {
-				ModalityKeys []string `json:"modality_keys"`
-			} `json:"state"`
-			Action struct {
-				ModalityKeys []string `json:"modality_keys"`
-			} `json:"action"`
-		} `json:"modality_configs"`
-		MaxStateDim    int   `json:"max_state_dim"`
-		UsePercentiles *bool `json:"use_percentiles"`
-		ClipOutliers   *bool `json:"clip_outliers"`
-	} `json:"processor_kwargs"`
-}
-
-type groupStats struct {
-	Min, Max, Q01, Q99 []float64
-}
-
-func readSide(weights string) (processorSide, map[string]map[string]map[string]groupStats, error) {
-	var ps processorSide
-	b, err := os.ReadFile(filepath.Join(weights, "processor_config.json"))
-	if err != nil {
-		return ps, nil, err
-	}
-	if err := json.Unmarshal(b, &ps); err != nil {
-		return ps, nil, fmt.Errorf("processor_config.json: %w", err)
-	}
-	b, err = os.ReadFile(filepath.Join(weights, "statistics.json"))
-	if err != nil {
-		return ps, nil, err
-	}
-	// relative_action holds per-step [40][D] arrays: decode only the
-	// state and action groups.
-	var loose map[string]map[string]json.RawMessage
-	if err := json.Unmarshal(b, &loose); err != nil {
-		return ps, nil, fmt.Errorf("statistics.json: %w", err)
-	}
-	st := map[string]map[string]map[string]groupStats{}
-	for tag, groups := range loose {
-		st[tag] = map[string]map[string]groupStats{}
-		for _, g := range []string{"state", "action"} {
-			var m map[string]groupStats
-			if raw, ok := groups[g]; ok {
-				if err := json.Unmarshal(raw, &m); err != nil {
-					return ps, nil, fmt.Errorf("statistics.json: %s.%s: %w", tag, g, err)
-				}
-			}
-			st[tag][g] = m
-		}
-	}
-	return ps, st, nil
-}
-
-// normalizeStateFromDir normalises a raw state with the checkpoint's
-// statistics.json and processor_config.json (see normalizeState).
-func normalizeStateFromDir(weights, tag string, raw map[string][]float64) ([]float32, error) {
-	ps, st, err := readSide(weights)
+// pluginState normalises the request's raw state with the embodiment's
+// plugin pre. The plugin also checks the cameras, so it sees the request's
+// frames (their sizes, read from the encoded headers).
+func pluginState(ctx context.Context, emb gateway.Embodiment, tag string, req *runRequest) ([]float32, error) {
+	inst, err := req.instruction()
 	if err != nil {
 		return nil, err
 	}
-	mc, ok := ps.Kwargs.ModalityConfigs[tag]
-	if !ok {
-		return nil, fmt.Errorf("processor_config.json: no modality config for embodiment[%s]", tag)
+	var cams []gateway.CameraImages
+	for _, key := range emb.Describe().Cameras {
+		ci := gateway.CameraImages{Key: key, Frames: len(req.Images[key])}
+		if len(req.Images[key]) > 0 {
+			b, err := base64.StdEncoding.DecodeString(req.Images[key][0])
+			if err != nil {
+				return nil, fmt.Errorf("request: images.%s[0]: %w", key, err)
+			}
+			if _, w, h, err := image.Config(b); err == nil {
+				ci.Width, ci.Height = w, h
+			}
+		}
+		cams = append(cams, ci)
 	}
-	stats, ok := st[tag]
-	if !ok {
-		return nil, fmt.Errorf("statistics.json: no statistics for embodiment[%s]", tag)
+	st, err := emb.Pre(ctx, &gateway.PreInput{RequestID: "run", Embodiment: tag, Cameras: cams, State: req.State,
+		StateDtype: "float32", Instruction: inst})
+	if err != nil {
+		return nil, fmt.Errorf("state: %w", err)
 	}
-	pct := ps.Kwargs.UsePercentiles == nil || *ps.Kwargs.UsePercentiles
-	clip := ps.Kwargs.ClipOutliers == nil || *ps.Kwargs.ClipOutliers
-	dim := ps.Kwargs.MaxStateDim
-	if dim == 0 {
-		dim = 132
-	}
-	return normalizeState(mc.State.ModalityKeys, raw, stats["state"], pct, clip, dim)
+	return st, nil
 }
 
-// normalizeState concatenates the state groups in key order, min/max
-// normalising each to [−1, 1] with numpy's dtype flow (spec §3.7, MANIFEST):
-// v = float32((float64(x) − lo)/(hi − lo)), then 2·v − 1 in float32; 0
-// where numpy.isclose(hi, lo); clip to [−1, 1] when clip; zero-padded to
-// dim. lo/hi are q01/q99 when pct, else min/max.
-func normalizeState(keys []string, raw map[string][]float64, stats map[string]groupStats, pct, clip bool, dim int) ([]float32, error) {
-	out := make([]float32, 0, dim)
-	for _, k := range keys {
-		x, ok := raw[k]
-		if !ok {
-			return nil, fmt.Errorf("state[%s] missing from the request (have %v)", k, sortedKeys(raw))
+// validActionDim is the number of real action dimensions of tag: the sum of
+// the plugin's action group widths, or without a plugin, of the
+// checkpoint's (processor_config.json keys, statistics.json widths).
+func validActionDim(weights, tag string, emb gateway.Embodiment) (int, error) {
+	n := 0
+	if emb != nil {
+		for _, g := range emb.Describe().ActionGroups {
+			n += g.Dim
 		}
-		s, ok := stats[k]
-		if !ok {
-			return nil, fmt.Errorf("statistics: state[%s] missing", k)
-		}
-		lo, hi := s.Min, s.Max
-		if pct {
-			lo, hi = s.Q01, s.Q99
-		}
-		if len(lo) != len(x) || len(hi) != len(x) {
-			return nil, fmt.Errorf("state[%s] has %d values, statistics %d", k, len(x), len(lo))
-		}
-		for i, v := range x {
-			xf := float64(float32(v)) // the raw state is float32
-			var n float32
-			if math.Abs(hi[i]-lo[i]) > 1e-8+1e-5*math.Abs(lo[i]) {
-				n = 2*float32((xf-lo[i])/(hi[i]-lo[i])) - 1
-			}
-			if clip {
-				n = min(max(n, -1), 1)
-			}
-			out = append(out, n)
-		}
+		return n, nil
 	}
-	if len(out) > dim {
-		return nil, fmt.Errorf("state has %d values, max_state_dim %d", len(out), dim)
-	}
-	return append(out, make([]float32, dim-len(out))...), nil
-}
-
-// validActionDim is the number of real action dimensions of tag (the sum of
-// its action groups' widths in statistics.json; 17 for DROID).
-func validActionDim(weights, tag string) (int, error) {
-	ps, st, err := readSide(weights)
+	pc, err := processor.LoadConfig(filepath.Join(weights, "processor_config.json"), tag)
 	if err != nil {
 		return 0, err
 	}
-	mc, ok := ps.Kwargs.ModalityConfigs[tag]
-	if !ok {
-		return 0, fmt.Errorf("processor_config.json: no modality config for embodiment[%s]", tag)
+	shape, err := model.LoadStatisticsShape(weights)
+	if err != nil {
+		return 0, err
 	}
-	n := 0
-	for _, k := range mc.Action.ModalityKeys {
-		s, ok := st[tag]["action"][k]
+	for _, k := range pc.ActionKeys {
+		w, ok := shape[tag]["action"][k]
 		if !ok {
 			return 0, fmt.Errorf("statistics.json: action[%s] missing for embodiment[%s]", k, tag)
 		}
-		n += len(s.Min)
+		n += w
 	}
 	return n, nil
 }
@@ -665,38 +596,47 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
-// writeActions decodes the normalised chunk into physical actions with the
-// embodiment's plugin (its post stage, exactly as /predict does) and writes
-// actions.json in the /predict response's "actions" shape. It is skipped,
-// with a note, when the request carries no raw state, when --plugins-dir is "-",
-// or when no plugin directory is found (plugins not built: `make plugins`).
-func writeActions(ctx context.Context, f runFlags, tag string, state map[string][]float64, res *device.Result) error {
-	if len(state) == 0 || f.plugins == "-" {
-		return nil
+// openRunPlugin opens tag's plugin from --plugins-dir (default: the
+// checkout's build/plugins). It returns no plugin, and says so, when
+// --plugins-dir is "-" or the default directory is missing (plugins not
+// built: `make plugins`); an explicit directory that lacks the plugin is
+// an error.
+func openRunPlugin(ctx context.Context, f runFlags, tag string) (gateway.Embodiment, func(context.Context) error, error) {
+	if f.plugins == "-" {
+		return nil, nil, nil
 	}
 	dir := f.plugins
 	if dir == "" {
 		d, err := assets.Path(assets.PluginsDir)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "gr00tgw run: no actions.json: %v\n", err)
-			return nil
+		if err == nil {
+			_, err = os.Stat(d)
 		}
-		if _, err := os.Stat(d); err != nil {
-			fmt.Fprintf(os.Stderr, "gr00tgw run: no actions.json: %s missing (run `make plugins`)\n", d)
-			return nil
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "gr00tgw run: no plugins (%v): no actions.json, and the request's state cannot be normalised (run `make plugins`)\n", err)
+			return nil, nil, nil
 		}
 		dir = d
 	}
 	ck, err := plugins.ReadCheckpoint(f.weights)
 	if err != nil {
-		return fmt.Errorf("actions: %w", err)
+		return nil, nil, err
 	}
 	emb, closeEmb, err := adapt.OpenEmbodiment(ctx, dir, tag, plugins.WithCheckpoint(ck), plugins.WithCacheDir(""))
 	if err != nil {
-		return fmt.Errorf("actions: %w", err)
+		return nil, nil, fmt.Errorf("plugins-dir: %w", err)
 	}
-	defer closeEmb(ctx)
-	acts, err := emb.Post(ctx, &gateway.PostInput{ActionPred: res.ActionPred, Horizon: res.Horizon, Dim: res.ActionDim, State: state, StateDtype: "float32"})
+	return emb, closeEmb, nil
+}
+
+// writeActions decodes the normalised chunk into physical actions with the
+// embodiment's plugin (its post stage, exactly as /predict does) and writes
+// actions.json in the /predict response's "actions" shape. It is skipped
+// when the request carries no raw state or there is no plugin.
+func writeActions(f runFlags, emb gateway.Embodiment, tag string, state map[string][]float64, res *device.Result) error {
+	if len(state) == 0 || emb == nil {
+		return nil
+	}
+	acts, err := emb.Post(context.Background(), &gateway.PostInput{ActionPred: res.ActionPred, Horizon: res.Horizon, Dim: res.ActionDim, State: state, StateDtype: "float32"})
 	if err != nil {
 		return fmt.Errorf("actions: %w", err)
 	}

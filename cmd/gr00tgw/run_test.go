@@ -11,6 +11,8 @@ import (
 	"github.com/gr00tgw/gr00tgw/core/npy"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gr00tgw/gr00tgw/plugins/plugintest"
 )
 
 const (
@@ -25,23 +27,37 @@ func readGolden(t *testing.T, path string) []float32 {
 	return v
 }
 
-// TestNormalizeStateGolden: the request's raw DROID state through
-// statistics.json (q01/q99, clip) equals the golden state_normalized
+// droidPlugins packs the DROID plugin into a fresh plugins_dir.
+func droidPlugins(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	_, err := plugintest.Pack(context.Background(), plugintest.Guest{Dir: "../../embodiments/droid"}, dir)
+	require.NoError(t, err)
+	return dir
+}
+
+// TestNormalizeStateGolden: the request's raw DROID state through the
+// plugin's pre (as /predict runs it) equals the golden state_normalized
 // bit for bit.
 func TestNormalizeStateGolden(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(runCaseA, "request.json"))
 	require.NoError(t, err)
 	var req runRequest
 	require.NoError(t, json.Unmarshal(b, &req))
-	got, err := normalizeStateFromDir(runTiny, req.Embodiment, req.State)
+	ctx := context.Background()
+	emb, closeEmb, err := openRunPlugin(ctx, runFlags{weights: runTiny, plugins: droidPlugins(t)}, req.Embodiment)
+	require.NoError(t, err)
+	defer closeEmb(ctx)
+	got, err := pluginState(ctx, emb, req.Embodiment, &req)
 	require.NoError(t, err)
 	want := readGolden(t, filepath.Join(runCaseA, "state_normalized.npy"))
 	require.Len(t, got, 132)
 	for i := range want {
 		assert.Equal(t, math.Float32bits(want[i]), math.Float32bits(got[i]), "dim %d: %v vs %v", i, got[i], want[i])
 	}
-	_, err = normalizeStateFromDir(runTiny, req.Embodiment, map[string][]float64{"eef_9d": make([]float64, 9)})
-	assert.ErrorContains(t, err, "state[gripper_position] missing")
+	delete(req.State, "gripper_position")
+	_, err = pluginState(ctx, emb, req.Embodiment, &req)
+	assert.ErrorContains(t, err, "gripper_position")
 }
 
 // TestRunCaseA: `gr00tgw run` on case A's encoded inputs with the request's
