@@ -7,17 +7,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 
-	"github.com/gr00tgw/gr00tgw/core/tensor"
 	"github.com/gr00tgw/gr00tgw/gateway"
 )
 
@@ -49,27 +46,27 @@ func runPredictClient(ctx context.Context, args []string) error {
 	client := &http.Client{Timeout: *timeout}
 
 	var body []byte
-	var expected *demoExpected
+	var demo *demoCase
 	switch *reqPath {
 	case "":
-		req, exp, err := fetchDemo(ctx, client, base)
+		d, err := fetchDemo(ctx, client, base, "")
 		if err != nil {
 			return err
 		}
-		body, expected = req, exp
+		body, demo = d.Request, d
 		if *pccMin > 0 {
-			expected.Gates.PCCMin = *pccMin
+			demo.PCCMin = *pccMin
 		}
 	case "-":
 		b, err := io.ReadAll(os.Stdin)
 		if err != nil {
-			return fmt.Errorf("predict: stdin: %w", err)
+			return fmt.Errorf("stdin: %w", err)
 		}
 		body = b
 	default:
 		b, err := os.ReadFile(*reqPath)
 		if err != nil {
-			return fmt.Errorf("predict: %w", err)
+			return err
 		}
 		body = b
 	}
@@ -78,42 +75,13 @@ func runPredictClient(ctx context.Context, args []string) error {
 	if *useMsgpack {
 		mp, err := jsonToMsgpack(body)
 		if err != nil {
-			return fmt.Errorf("predict: --msgpack: %w", err)
+			return fmt.Errorf("--msgpack: %w", err)
 		}
 		body, ct = mp, gateway.MIMEMsgpack
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/predict", bytes.NewReader(body))
+	rb, _, wall, err := postPredictBody(ctx, client, base, body, ct, *timeout, *rid)
 	if err != nil {
-		return fmt.Errorf("predict: %w", err)
-	}
-	hreq.Header.Set("Content-Type", ct)
-	hreq.Header.Set("Accept", ct)
-	hreq.Header.Set(gateway.TimeoutHeader, fmt.Sprintf("%.3f", timeout.Seconds()))
-	if *rid != "" {
-		hreq.Header.Set(gateway.RequestIDHeader, *rid)
-	}
-	start := time.Now()
-	resp, err := client.Do(hreq)
-	if err != nil {
-		return fmt.Errorf("predict: POST %s/predict: %w", base, err)
-	}
-	defer resp.Body.Close()
-	rb, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return fmt.Errorf("predict: reading the response: %w", err)
-	}
-	wall := time.Since(start)
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("predict: %s (request id %s): %s", resp.Status, resp.Header.Get(gateway.RequestIDHeader), strings.TrimSpace(string(rb)))
-	}
-	if strings.Contains(resp.Header.Get("Content-Type"), "msgpack") {
-		var v any
-		if err := msgpack.Unmarshal(rb, &v); err != nil {
-			return fmt.Errorf("predict: msgpack response: %w", err)
-		}
-		if rb, err = json.Marshal(v); err != nil {
-			return fmt.Errorf("predict: msgpack response to JSON: %w", err)
-		}
+		return err
 	}
 	var pretty bytes.Buffer
 	if err := json.Indent(&pretty, rb, "", "  "); err != nil {
@@ -125,101 +93,50 @@ func runPredictClient(ctx context.Context, args []string) error {
 	if *out != "" {
 		f, err := os.Create(*out)
 		if err != nil {
-			return fmt.Errorf("predict: %w", err)
+			return err
 		}
 		defer f.Close()
 		w = f
 	}
-	if expected == nil || *out != "" {
+	if demo == nil || *out != "" {
 		if _, err := w.Write(pretty.Bytes()); err != nil {
 			return err
 		}
 	}
-	if expected != nil {
-		return compareDemo(rb, expected, wall)
+	if demo != nil {
+		return compareDemo(rb, demo, wall)
 	}
 	return nil
 }
 
-type demoExpected struct {
-	Actions map[string][][]float64 `json:"actions"`
-	Gates   struct {
-		PCCMin float64 `json:"actions_pcc_min"`
-	} `json:"gates"`
-}
-
-func fetchDemo(ctx context.Context, client *http.Client, base string) ([]byte, *demoExpected, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/demo", nil)
+// compareDemo prints the demo line: PCC of all actions vs the golden and
+// per group, and fails below the gate (or without a golden to compare
+// with: `gr00tgw smoke` checks determinism then).
+func compareDemo(resp []byte, d *demoCase, wall time.Duration) error {
+	p, err := parsePrediction(resp)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	resp, err := client.Do(req)
+	if d.Golden == nil {
+		return fmt.Errorf("the demo has no golden (%s); gr00tgw smoke checks determinism instead", d.Note)
+	}
+	c, err := compareGolden(p.Actions, d.Golden, p.Keys)
 	if err != nil {
-		return nil, nil, fmt.Errorf("predict: GET %s/demo: %w", base, err)
+		return err
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, nil, err
+	parts := make([]string, 0, len(c.Order))
+	for _, k := range c.Order {
+		parts = append(parts, fmt.Sprintf("%s=%.5f/%.4f", k, c.PerGroup[k].PCC, c.PerGroup[k].MaxAbs))
 	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, nil, fmt.Errorf("predict: GET /demo: %s: %s", resp.Status, strings.TrimSpace(string(b)))
-	}
-	var d struct {
-		Request  json.RawMessage `json:"request"`
-		Expected demoExpected    `json:"expected"`
-	}
-	if err := json.Unmarshal(b, &d); err != nil {
-		return nil, nil, fmt.Errorf("predict: GET /demo: %w", err)
-	}
-	return d.Request, &d.Expected, nil
-}
-
-// compareDemo prints the smoke line: PCC of all actions vs the golden and
-// per group, and fails below the gate.
-func compareDemo(resp []byte, exp *demoExpected, wall time.Duration) error {
-	var r struct {
-		Actions map[string][][]float64 `json:"actions"`
-		Timing  map[string]any         `json:"timing_ms"`
-	}
-	if err := json.Unmarshal(resp, &r); err != nil {
-		return fmt.Errorf("predict: response: %w", err)
-	}
-	keys := make([]string, 0, len(exp.Actions))
-	for k := range exp.Actions {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var all, allWant []float64
-	var parts []string
-	for _, k := range keys {
-		var a, b []float64
-		for i, row := range exp.Actions[k] {
-			if i < len(r.Actions[k]) {
-				a = append(a, r.Actions[k][i]...)
-			}
-			b = append(b, row...)
-		}
-		if len(a) != len(b) {
-			return fmt.Errorf("predict: group %s: %d values, golden %d", k, len(a), len(b))
-		}
-		md := 0.0
-		for i := range a {
-			md = math.Max(md, math.Abs(a[i]-b[i]))
-		}
-		parts = append(parts, fmt.Sprintf("%s=%.5f/%.4f", k, tensor.PCC(a, b), md))
-		all = append(all, a...)
-		allWant = append(allWant, b...)
-	}
-	pcc := tensor.PCC(all, allWant)
+	pcc := float64(c.PCC)
 	verdict := "PASS"
-	if !(pcc >= exp.Gates.PCCMin) {
+	if !(pcc >= d.PCCMin) {
 		verdict = "FAIL"
 	}
 	fmt.Printf("%s PCC(actions)=%.6f gate=%.4f device_ms=%v total_ms=%v wall_ms=%d per_group[%s]\n",
-		verdict, pcc, exp.Gates.PCCMin, r.Timing["device"], r.Timing["total"], wall.Milliseconds(), strings.Join(parts, " "))
+		verdict, pcc, d.PCCMin, p.Timing["device"], p.Timing["total"], wall.Milliseconds(), strings.Join(parts, " "))
 	if verdict == "FAIL" {
-		return fmt.Errorf("predict: demo actions PCC %.6f below %.4f", pcc, exp.Gates.PCCMin)
+		return fmt.Errorf("demo actions PCC %.6f below %.4f", pcc, d.PCCMin)
 	}
 	return nil
 }
