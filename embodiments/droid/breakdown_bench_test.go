@@ -38,8 +38,6 @@ func newRawGuest(b *testing.B, c *caseA, variant string) *rawGuest {
 		wasm, err = plugintest.InstrumentStopChecks(wasm)
 	case "stopcheck-everyloop":
 		wasm, err = plugintest.InstrumentStopChecksEveryLoop(wasm)
-	case "stopcheck-nobounds":
-		wasm, err = plugintest.InstrumentStopChecksNoBounds(wasm)
 	}
 	if err != nil {
 		b.Fatal(err)
@@ -119,10 +117,9 @@ func (c *caseA) postMsg() []byte {
 
 // BenchmarkBreakdown splits one request's guest side into layers, through
 // raw wazero (no pool, no deadline timer), on droid.wasm as shipped
-// ("plain"), as the host rewrites it for DeadlineStopFlag ("stopcheck":
-// stop checks and bounds probes), with the stop checks alone
-// ("stopcheck-nobounds") and as it did before the dispatch-loop analysis
-// ("stopcheck-everyloop": a check at every loop header, no probes):
+// ("plain"), as the host rewrites it for DeadlineStopFlag ("stopcheck")
+// and as it did before the dispatch-loop analysis ("stopcheck-everyloop":
+// a check at every loop header):
 //
 //	empty        an export with no body (gw_abi_v1): entering and leaving
 //	             a Go wasmexport
@@ -150,7 +147,7 @@ func (c *caseA) postMsg() []byte {
 func BenchmarkBreakdown(b *testing.B) {
 	c := loadCaseA(b)
 	pre, post := c.preMsg(), c.postMsg()
-	for _, variant := range []string{"plain", "stopcheck", "stopcheck-nobounds", "stopcheck-everyloop"} {
+	for _, variant := range []string{"plain", "stopcheck", "stopcheck-everyloop"} {
 		g := newRawGuest(b, c, variant)
 		// Prime the Runner's decoded inputs for the logic-only exports.
 		g.write(b, pre)

@@ -223,15 +223,8 @@ func InstrumentStopChecks(wasm []byte) ([]byte, error) { return rewrite.Instrume
 const StopCheckBudget = rewrite.Budget
 
 // InstrumentStopChecksEveryLoop is InstrumentStopChecks as it was before
-// the dispatch-loop analysis and the bounds probes (a check at every loop
-// header), for benchmarks that compare them.
+// the dispatch-loop analysis (a check at every loop header), for
+// benchmarks that compare them.
 func InstrumentStopChecksEveryLoop(wasm []byte) ([]byte, error) {
 	return rewrite.InstrumentEveryLoop(wasm)
-}
-
-// InstrumentStopChecksNoBounds is InstrumentStopChecks without the bounds
-// probes (stop checks only), for benchmarks that measure what the probes
-// save.
-func InstrumentStopChecksNoBounds(wasm []byte) ([]byte, error) {
-	return rewrite.InstrumentWith(wasm, rewrite.Options{NoBounds: true})
 }

@@ -1,10 +1,10 @@
-// Package rewrite rewrites a guest WebAssembly module once at load,
-// before wazero compiles it. It does two things, both invisible to a guest
-// that does not trap:
+// Package rewrite adds stop checks to a guest WebAssembly module once at
+// load, before wazero compiles it. A guest that is not stopped computes
+// exactly what it computed before.
 //
-// Stop checks (stop.go). The module gets two mutable i32 globals, exported
-// as Stop and Budget, and at every function entry (unless the body starts
-// with a checked loop) and every loop header the check
+// The module gets two mutable i32 globals, exported as Stop and Budget,
+// and at every function entry (unless the body starts with a checked loop)
+// and every loop header the check
 //
 //	global.get $budget
 //	i32.eqz
@@ -27,13 +27,13 @@
 // Go's wasm backend turns every jump between basic blocks (if/else
 // included) into a branch back to one dispatch loop per function, so a
 // check at that loop's header runs on nearly every branch. Such loops are
-// recognised (see loopInfo) and checked only in front of the jumps to the
-// same or an earlier block, which are the only ones that can close a
-// cycle; forward jumps are free. Between two checks a call therefore runs
-// at most one pass over each function's blocks, and any infinite execution
-// still passes a check: a cycle within a function needs a back-edge
-// (a checked header or a checked backward jump), and recursion passes
-// function entries. InstrumentEveryLoop keeps the older placement.
+// recognised (see loopInfo in stop.go) and checked only in front of the
+// jumps to the same or an earlier block, which are the only ones that can
+// close a cycle; forward jumps are free. Between two checks a call
+// therefore runs at most one pass over each function's blocks, and any
+// infinite execution still passes a check: a cycle within a function needs
+// a back-edge (a checked header or a checked backward jump), and recursion
+// passes function entries. InstrumentEveryLoop keeps the older placement.
 //
 // Why the periodic exit: native code compiled by wazero cannot be preempted
 // by the Go runtime, so a guest that never leaves it blocks any
@@ -46,19 +46,6 @@
 // wazero v1.12's compiler, calls a Go trampoline at every loop header) the
 // fast path is a load, a decrement, a store and a predicted branch, and the
 // checks also bound code that recurses without looping.
-//
-// Bounds probes (bounds.go). wazero checks the bounds of every memory
-// access unless the same address value was already checked up to that
-// offset in the same block. Go's wasm code defeats this: it wraps the i64
-// pointer to i32 again for every access, and it accesses a struct's fields
-// in ascending offset order, so each access is checked. The rewrite keeps
-// each wrapped pointer in a new i32 local while it is valid, and in front
-// of a straight-line run that accesses one address value at several
-// offsets it adds one 1-byte load at the largest ceiling: the run's
-// accesses then need no check of their own. A probe can only move a trap
-// earlier within a run that would have trapped anyway; the host discards
-// an instance after any trap, so nothing the guest wrote in between can be
-// observed.
 //
 // Only the instruction set that toolchains emit for plain wasm32 guests is
 // understood: the MVP, sign extension, saturating conversions, bulk memory,
@@ -108,30 +95,17 @@ const (
 var order = map[byte]int{secType: 1, secImport: 2, secFunction: 3, secTable: 4, secMemory: 5, secTag: 6,
 	secGlobal: 7, secExport: 8, secStart: 9, secElement: 10, secDataCount: 11, secCode: 12, secData: 13}
 
-// Options select what Instrument does. The zero value is what the host
-// uses: stop checks on dispatch back-edges plus bounds probes.
-type Options struct {
-	// EveryLoop puts a stop check at every loop header, without the
-	// dispatch-loop analysis (the placement before that analysis existed).
-	EveryLoop bool
-	// NoBounds leaves memory accesses as they are (no wrapped-pointer
-	// locals, no probes).
-	NoBounds bool
-}
-
 // Instrument returns a copy of wasm rewritten as the package comment
-// describes, with the zero Options. It does not modify wasm. The module
-// must have a memory (the checks use memory.grow).
-func Instrument(wasm []byte) ([]byte, error) { return InstrumentWith(wasm, Options{}) }
+// describes. It does not modify wasm. The module must have a memory (the
+// checks use memory.grow).
+func Instrument(wasm []byte) ([]byte, error) { return instrument(wasm, false) }
 
-// InstrumentEveryLoop is the reference rewrite kept for benchmarks and
-// tests: a stop check at every loop header and no bounds probes.
-func InstrumentEveryLoop(wasm []byte) ([]byte, error) {
-	return InstrumentWith(wasm, Options{EveryLoop: true, NoBounds: true})
-}
+// InstrumentEveryLoop is the reference placement kept for benchmarks and
+// tests: a stop check at every loop header, without the dispatch-loop
+// analysis.
+func InstrumentEveryLoop(wasm []byte) ([]byte, error) { return instrument(wasm, true) }
 
-// InstrumentWith is Instrument with explicit options.
-func InstrumentWith(wasm []byte, o Options) ([]byte, error) {
+func instrument(wasm []byte, everyLoop bool) ([]byte, error) {
 	if len(wasm) < 8 || string(wasm[:4]) != "\x00asm" || wasm[4] != 1 || wasm[5] != 0 || wasm[6] != 0 || wasm[7] != 0 {
 		return nil, fmt.Errorf("%w: not a version-1 binary module", ErrUnsupported)
 	}
@@ -230,11 +204,7 @@ func InstrumentWith(wasm []byte, o Options) ([]byte, error) {
 			emit(secExport, body)
 			haveExport = true
 		case secCode:
-			params, err := paramCounts(secs)
-			if err != nil {
-				return nil, err
-			}
-			body, err := instrumentCode(s.body, check, stop, o, params)
+			body, err := instrumentCode(s.body, check, stop, everyLoop)
 			if err != nil {
 				return nil, err
 			}
@@ -321,7 +291,7 @@ func appendToVec(b []byte, k uint64, elem []byte) ([]byte, error) {
 	return append(out, elem...), nil
 }
 
-func instrumentCode(b, check []byte, stop uint32, o Options, params []uint32) ([]byte, error) {
+func instrumentCode(b, check []byte, stop uint32, everyLoop bool) ([]byte, error) {
 	r := &reader{b: b}
 	n := r.u32()
 	out := append(make([]byte, 0, len(b)+len(b)/8), uleb(uint64(n))...)
@@ -334,10 +304,7 @@ func instrumentCode(b, check []byte, stop uint32, o Options, params []uint32) ([
 			return nil, fmt.Errorf("%w: code[%d]: %w", ErrUnsupported, i, r.err)
 		}
 		var err error
-		if int(i) >= len(params) {
-			return nil, fmt.Errorf("%w: code[%d] without a function type", ErrUnsupported, i)
-		}
-		if fn, err = instrumentBody(fn[:0], body, check, stop, o, params[i], &sc); err != nil {
+		if fn, err = instrumentBody(fn[:0], body, check, stop, everyLoop, &sc); err != nil {
 			return nil, fmt.Errorf("%w: code[%d]: %w", ErrUnsupported, i, err)
 		}
 		out = append(out, uleb(uint64(len(fn)))...)
@@ -358,13 +325,6 @@ type instr struct {
 	op         byte
 	emptyBT    bool // block/loop/if with the empty block type
 	check      byte // checkHeader / checkBefore, set by plan
-	wrap       byte // wrapFirst / wrapReuse / wrapDrop, set by planWraps
-	wloc       uint32
-	probe      uint32 // planProbes: probe local probeLoc up to this ceiling first
-	probeLoc   uint32
-	c64        int64 // i64.const value
-	align      uint8 // memarg alignment exponent (loads, stores)
-	refold     bool  // planFolds moved a constant into imm: re-encode the memarg
 }
 
 // scratch holds the per-function buffers of the analysis, reused across
@@ -374,10 +334,6 @@ type scratch struct {
 	tables []uint32
 	loops  []loopInfo
 	stack  []ctl
-	wmap   []wrapLocal
-	vers   []localVer
-	groups []probeGroup
-	prov   []int32
 }
 
 // decodeBody splits a body (after its locals) into sc.ins.
@@ -429,10 +385,7 @@ func decodeBody(r *reader, stop uint32, sc *scratch) error {
 			if align&0x40 != 0 {
 				return errors.New("multi-memory memarg")
 			}
-			in.align = uint8(align)
-			if off := r.u64(); off <= 1<<32-1 {
-				in.imm = uint32(off)
-			} else if r.err == nil {
+			if off := r.u64(); off > 1<<32-1 && r.err == nil {
 				return fmt.Errorf("memarg offset %d at offset %d", off, start)
 			}
 		case op == 0x3F, op == 0x40: // memory.size/grow 0
@@ -440,7 +393,7 @@ func decodeBody(r *reader, stop uint32, sc *scratch) error {
 		case op == 0x41:
 			in.imm = uint32(r.s32())
 		case op == 0x42:
-			in.c64 = r.s64()
+			r.sleb()
 		case op == 0x43:
 			r.bytes(4)
 		case op == 0x44:
@@ -479,13 +432,11 @@ func decodeBody(r *reader, stop uint32, sc *scratch) error {
 // locals (unless the body starts with a loop that gets a header check),
 // after the block type of every loop that is not a recognised dispatch
 // loop, and in front of every back-edge jump of a dispatch loop.
-func instrumentBody(out, body, check []byte, stop uint32, o Options, nparams uint32, sc *scratch) ([]byte, error) {
+func instrumentBody(out, body, check []byte, stop uint32, everyLoop bool, sc *scratch) ([]byte, error) {
 	r := &reader{b: body}
 	groups := r.u32()
-	groupsEnd := r.pos // the count may be a padded LEB128
-	nlocals := uint64(nparams)
 	for g := uint32(0); g < groups && r.err == nil; g++ {
-		nlocals += uint64(r.u32())
+		r.u32()
 		if !valType(r.byte()) && r.err == nil {
 			return nil, errors.New("locals: value type outside numbers and references")
 		}
@@ -497,25 +448,12 @@ func instrumentBody(out, body, check []byte, stop uint32, o Options, nparams uin
 	if err := decodeBody(r, stop, sc); err != nil {
 		return nil, err
 	}
-	wraps := 0
-	if !o.NoBounds {
-		planFolds(sc)
-		wraps = planWraps(sc, nlocals)
-		planProbes(sc)
-	}
-	if wraps == 0 {
-		out = append(out, body[:localsEnd]...)
-	} else {
-		out = appendULEB(out, uint64(groups)+1)
-		out = append(out, body[groupsEnd:localsEnd]...)
-		out = appendULEB(out, uint64(wraps))
-		out = append(out, 0x7F)
-	}
+	out = append(out, body[:localsEnd]...)
 	if len(body) == 0 || body[len(body)-1] != 0x0B {
 		return nil, errors.New("body does not end with end")
 	}
 	ins := sc.ins
-	if o.EveryLoop {
+	if everyLoop {
 		for i := range ins {
 			if ins[i].op == 0x03 {
 				ins[i].check = checkHeader
@@ -534,90 +472,12 @@ func instrumentBody(out, body, check []byte, stop uint32, o Options, nparams uin
 		if in.check&checkBefore != 0 {
 			out = append(out, check...)
 		}
-		if in.probe != 0 && in.wrap != wrapFirst {
-			out = appendProbe(out, in.probeLoc, in.probe)
-		}
-		switch in.wrap {
-		case wrapFirst: // local.get X → local.get X; i32.wrap_i64; local.tee W
-			out = append(out, body[in.start:in.end]...)
-			out = append(out, 0xA7, 0x22)
-			out = appendULEB(out, uint64(in.wloc))
-			if in.probe != 0 {
-				out = appendProbe(out, in.wloc, in.probe)
-			}
-			continue
-		case wrapReuse: // local.get X → local.get W
-			out = append(out, 0x20)
-			out = appendULEB(out, uint64(in.wloc))
-			continue
-		case wrapDrop: // the i32.wrap_i64 folded into the previous
-			continue
-		}
-		if in.refold { // a load whose offset took planFolds' constant
-			out = append(out, in.op, in.align)
-			out = appendULEB(out, uint64(in.imm))
-			continue
-		}
 		out = append(out, body[in.start:in.end]...)
 		if in.check&checkHeader != 0 {
 			out = append(out, check...)
 		}
 	}
 	return out, nil
-}
-
-// paramCounts returns the number of parameters of each defined function,
-// in code-section order.
-func paramCounts(secs []secRef) ([]uint32, error) {
-	var types []uint32
-	var funcs []uint32
-	for _, s := range secs {
-		switch s.id {
-		case secType:
-			r := &reader{b: s.body}
-			n := r.u32()
-			for i := uint32(0); i < n && r.err == nil; i++ {
-				if form := r.byte(); form != 0x60 {
-					return nil, fmt.Errorf("%w: type %d: form %#x", ErrUnsupported, i, form)
-				}
-				np := r.u32()
-				ok := skipValTypes(r, np)
-				ok = skipValTypes(r, r.u32()) && ok
-				if !ok {
-					return nil, fmt.Errorf("%w: type %d: value type outside numbers and references", ErrUnsupported, i)
-				}
-				types = append(types, np)
-			}
-			if r.err != nil {
-				return nil, fmt.Errorf("%w: type section: %w", ErrUnsupported, r.err)
-			}
-		case secFunction:
-			r := &reader{b: s.body}
-			n := r.u32()
-			for i := uint32(0); i < n && r.err == nil; i++ {
-				t := r.u32()
-				if r.err == nil && int(t) >= len(types) {
-					return nil, fmt.Errorf("%w: function %d: type %d out of range", ErrUnsupported, i, t)
-				}
-				if r.err == nil {
-					funcs = append(funcs, types[t])
-				}
-			}
-			if r.err != nil {
-				return nil, fmt.Errorf("%w: function section: %w", ErrUnsupported, r.err)
-			}
-		}
-	}
-	return funcs, nil
-}
-
-// skipValTypes reads n value types and reports whether all are valType.
-func skipValTypes(r *reader, n uint32) bool {
-	ok := true
-	for j := uint32(0); j < n && r.err == nil; j++ {
-		ok = valType(r.byte()) && ok
-	}
-	return ok
 }
 
 // valType reports whether t is a one-byte value type the rewrite
@@ -700,9 +560,6 @@ func (r *reader) u32() uint32 {
 
 // s32 reads a signed LEB128 i32.
 func (r *reader) s32() int32 { return int32(r.signed(35)) }
-
-// s64 reads a signed LEB128 i64.
-func (r *reader) s64() int64 { return r.signed(70) }
 
 // signed reads a signed LEB128 of at most maxShift/7 bytes.
 func (r *reader) signed(maxShift uint) int64 {

@@ -4,7 +4,6 @@ package rewrite
 const (
 	checkHeader byte = 1 << iota // after a loop's block type
 	checkBefore                  // in front of the instruction (a back-edge br)
-	dropped                      // removed by planFolds (bounds.go)
 )
 
 // A dispatch loop is the shape Go's wasm backend gives every function with
