@@ -58,14 +58,16 @@ func MatMulAct(k Kernels, y, x []float32, m int, w Packed, bias []float32, act A
 
 // Activate applies act to every element of x in place, on the calling
 // goroutine, with the best vector level of the CPU (AVX-512F, else
-// AVX2+FMA), or with the scalar float64 references GELUTanh, GELUErf and
-// SiLU where there is none (other architectures, -tags purego). Results
+// AVX2+FMA; NEON on arm64), or with the scalar float64 references
+// GELUTanh, GELUErf and SiLU where there is none (other architectures,
+// -tags purego). Results
 // depend only on the value, not on its position, so fused and unfused
 // activations agree bit for bit.
 //
 // Accuracy contract of the vector kernels (SiLU and SiLUMul, GELU-tanh,
-// GELU-erf, and the exp of the attention softmax). AVX-512 and AVX2 run the
-// same operation sequence and return the same bits for every input. Errors
+// GELU-erf, and the exp of the attention softmax). AVX-512, AVX2 and NEON
+// run the same operation sequence and return the same bits for every input
+// (TestVecKindsBitIdentical, TestVecBitsDigest). Errors
 // are in float32 ulps of the exact value (0.5 = correctly rounded; the ulp
 // of a subnormal is 2⁻¹⁴⁹), measured against float64 oracles written with
 // package math (exp, x/(1+e⁻ˣ), x/(1+e⁻²ᵘ), x·erfc(−x/√2)/2) over every

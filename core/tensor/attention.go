@@ -73,11 +73,11 @@ func (a *AttentionArgs) visible(i, j int) bool {
 }
 
 // attnChunkRows is the number of query rows per work item (a multiple of
-// the micro-kernels' MR = 6).
+// the micro-kernels' MR: 6 on amd64, 12 on arm64).
 const attnChunkRows = 48
 
 // Attention computes AttentionArgs on every core. With a SIMD GEMM
-// (AVX-512 or AVX2) both products run on the packed micro-kernels: K and V
+// (AVX-512, AVX2 or NEON) both products run on the packed micro-kernels: K and V
 // are packed once per call and head, then each (head, 48-query chunk) item
 // computes its score block with one GEMM, the softmax in place (vector exp
 // of the same level, ≤ 1 ulp, see Activate) and the output with a second
@@ -327,7 +327,7 @@ func (ar *attnRows) run(part, worker int) {
 
 // softmaxRow replaces row by exp(row − max(row)) and returns 1/Σ, or fills
 // it with zeros and returns 0 when every entry is −Inf, at vector level
-// kind (AVX-512 or AVX2, the same bits; exp as in Activate's contract) when
+// kind (AVX-512, AVX2 or NEON, the same bits; exp as in Activate's contract) when
 // len(row) is a multiple of 16, else in float64.
 func softmaxRow(kind kernelKind, row []float32) float32 {
 	if sum, ok := softmaxSIMD(kind, row); ok {

@@ -9,7 +9,8 @@ import (
 // Default returns the fastest fp32 Kernels implementation for the CPU the
 // process runs on, chosen once at start-up from its features
 // (golang.org/x/sys/cpu): "avx512" (6×64 AVX-512F micro-kernel), else
-// "avx2" (6×16 AVX2+FMA), else "portable". Weights are stored in fp32. The
+// "avx2" (6×16 AVX2+FMA), else "portable"; on arm64 "neon" (12×8 ASIMD).
+// Weights are stored in fp32. The
 // returned value is shared and safe for concurrent use.
 func Default() Kernels { return defaultKernels }
 

@@ -6,7 +6,8 @@ import "math"
 // float32(μ) and inv = float32(1/√(σ² + eps)), with μ = Σx/n and the biased
 // variance σ² = Σ(x − μ)²/n accumulated in float64 (two passes), so that
 // the caller applies y = (x − mean)·inv·w + b in float32. With SIMD (AVX2
-// and AVX-512 CPUs alike, one implementation) each sum takes 16 float64
+// and AVX-512 CPUs alike, one implementation; NEON on arm64, the same
+// bits) each sum takes 16 float64
 // partial sums and fuses the square; the float64 results then differ from
 // the sequential sums of the scalar path (other architectures, -tags
 // purego) only in their last bits, so mean and inv agree except when such a

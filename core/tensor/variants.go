@@ -4,7 +4,7 @@ package tensor
 type Variant struct {
 	// Name identifies the implementation: "avx512", "avx512-bf16" (bf16
 	// storage of bf16-exact weights, see DefaultBF16Weights), "avx2",
-	// "avx2-bf16", "portable".
+	// "avx2-bf16", "neon", "neon-bf16" (arm64), "portable".
 	Name string
 	// Kernels is the implementation; shared and safe for concurrent use.
 	Kernels Kernels
