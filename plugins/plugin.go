@@ -81,6 +81,19 @@ type Plugin struct {
 	done     chan struct{} // closed by Close
 }
 
+// compileModule is rt.CompileModule that turns a panic of the compiler or
+// validator into an error: wazero's validator has been seen to panic on a
+// malformed module (a call through an out-of-range type index) instead of
+// refusing it, and one bad plugin must not take the gateway down.
+func compileModule(ctx context.Context, rt wazero.Runtime, wasm []byte) (m wazero.CompiledModule, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			m, err = nil, fmt.Errorf("malformed module (the compiler panicked: %v)", r)
+		}
+	}()
+	return rt.CompileModule(ctx, wasm)
+}
+
 // DeadlineMode reports how this plugin's call deadlines are enforced
 // (WithDeadlineMode, or the fallback chosen at load).
 func (p *Plugin) DeadlineMode() DeadlineMode { return p.mode }
@@ -215,14 +228,14 @@ func (p *Plugin) setup(ctx context.Context, wasm []byte) error {
 	p.rt = wazero.NewRuntimeWithConfig(ctx, rc.WithCloseOnContextDone(p.mode == DeadlineCloseOnContextDone))
 
 	var err error
-	if p.compiled, err = p.rt.CompileModule(ctx, wasm); err != nil && rewritten {
+	if p.compiled, err = compileModule(ctx, p.rt, wasm); err != nil && rewritten {
 		// The rewrite must keep a valid module valid; if it did not (a
 		// rewriter bug), serve the module as shipped rather than not at all.
 		_ = p.rt.Close(ctx)
 		p.mode = DeadlineCloseOnContextDone
 		p.rt = wazero.NewRuntimeWithConfig(ctx, rc.WithCloseOnContextDone(true))
 		rerr := err
-		if p.compiled, err = p.rt.CompileModule(ctx, orig); err == nil {
+		if p.compiled, err = compileModule(ctx, p.rt, orig); err == nil {
 			o.logger.Warn("plugins: the module with stop checks does not compile, deadlines use close-on-context-done (slower)", "plugin", p.name, "err", rerr)
 		}
 	}
