@@ -1,0 +1,89 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestClientToolsE2E: `gr00tgw smoke` and `gr00tgw bench` against the
+// real binary serving the tiny checkpoint: smoke PASSes on both
+// embodiments' demos (golden, repeat, seed path), bench reports every
+// timing_ms field.
+func TestClientToolsE2E(t *testing.T) {
+	bin, plugins := buildGateway(t)
+	g := startGateway(t, bin, plugins)
+	dir := t.TempDir()
+	run := func(args ...string) (code int, stdout, stderr string) {
+		t.Helper()
+		var out, errb bytes.Buffer
+		b := captureStdout(t, func() { code = dispatch(context.Background(), args, &out, &errb) })
+		return code, string(b), errb.String()
+	}
+
+	for _, emb := range []string{"", "libero_sim"} {
+		out := filepath.Join(dir, "smoke"+emb+".json")
+		args := []string{"smoke", "--url", g.base, "--out", out}
+		if emb != "" {
+			args = append(args, "--embodiment", emb, "--wait", "60s") // ready serves the default; the others may still warm up
+		}
+		code, stdout, stderr := run(args...)
+		require.Equal(t, 0, code, "%s%s", stdout, stderr)
+		line := strings.TrimSpace(stdout)
+		t.Log(line)
+		want := "PASS GR00T-N1.7-3B n17 oxe_droid_relative_eef_relative_joint: PCC(actions)="
+		if emb != "" {
+			want = "PASS GR00T-N1.7-3B n17 " + emb + ": PCC(actions)="
+		}
+		assert.True(t, strings.HasPrefix(line, want), line)
+		for _, w := range []string{"repeat_maxdiff=0.0e+00", "seed_path_ok", "device_ms=", "total_ms=", "wall_ms=", "per_group["} {
+			assert.Contains(t, line, w)
+		}
+		var r smokeReport
+		b, err := os.ReadFile(out)
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(b, &r))
+		assert.Equal(t, "PASS", r.Verdict)
+		assert.True(t, r.Golden)
+		require.NotNil(t, r.Actions)
+		assert.GreaterOrEqual(t, float64(r.Actions.PCC), r.PCCMin)
+		assert.True(t, r.Repeat.BitIdentical)
+		assert.True(t, r.Seed.OK)
+		assert.True(t, r.Seed.BitIdentical)
+		require.Len(t, r.TimingMS, 2)
+		assert.Positive(t, r.TimingMS[0]["device"])
+	}
+	assert.Contains(t, mustRead(t, filepath.Join(dir, "smoke.json")), `"eef_9d"`)
+
+	out := filepath.Join(dir, "bench.json")
+	code, stdout, stderr := run("bench", "--url", g.base, "--n", "4", "--concurrency", "2", "--warmup", "1", "--out", out)
+	require.Equal(t, 0, code, "%s%s", stdout, stderr)
+	t.Log("\n" + stdout)
+	assert.NotContains(t, stderr, "[#", "no progress bar when stderr is not a terminal")
+	var r benchReport
+	require.NoError(t, json.Unmarshal([]byte(mustRead(t, out)), &r))
+	assert.Equal(t, 0, r.Errors)
+	require.Len(t, r.Samples, 4)
+	for _, f := range []string{"wall", "total", "device", "queue", "parse", "decode", "plugin_pre", "encode", "decode_actions", "plugin_post"} {
+		assert.Contains(t, r.Fields, f)
+		assert.Equal(t, 4, r.Summary[f].N, f)
+		assert.Contains(t, stdout, "\n"+f+" ", "the table has %s", f)
+	}
+	assert.Contains(t, r.Fields, "device_stages.vision", "the backend's stages")
+	assert.LessOrEqual(t, float64(r.Summary["device"].P50), float64(r.Summary["total"].P50))
+	assert.LessOrEqual(t, float64(r.Summary["total"].P50), float64(r.Summary["wall"].P50))
+}
+
+func mustRead(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return string(b)
+}
