@@ -53,6 +53,11 @@ type Binding struct {
 	SHA256 string
 	// Layout describes its model input layout for /info.
 	Layout Layout
+	// Modality, when set, is its processor's modality config as upstream
+	// serves it (keys video, state, action, language; the robot
+	// protocols' get_modality_config). nil: built from the plugin's
+	// description (see Server.Contract).
+	Modality map[string]ModalityConfig
 	// Close releases it; called exactly once by the gateway, after the
 	// last request that used the binding. nil: nothing to release.
 	Close func(ctx context.Context) error

@@ -112,6 +112,9 @@ type Server struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	protoOnce sync.Once         // the robot protocols' instruments (frontend.go)
+	proto     *protoInstruments // created on the first protocol message
 }
 
 // New builds a Server in the starting state. It does not listen.

@@ -254,8 +254,9 @@ func (c *Catalog) Open(ctx context.Context, cand Candidate) (_ *gateway.Binding,
 	}
 	return &gateway.Binding{
 		Embodiment: newPluginEmbodiment(p), Encoder: enc, Demo: demo, SHA256: p.SHA256(),
-		Layout: layoutOf(&d, &pcfg),
-		Close:  p.Close,
+		Layout:   layoutOf(&d, &pcfg),
+		Modality: modalityOf(c.ck, d.Embodiment, &pcfg),
+		Close:    p.Close,
 	}, nil
 }
 
