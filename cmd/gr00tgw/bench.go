@@ -39,6 +39,9 @@ type benchSample struct {
 	TimingMS  map[string]float64 `json:"timing_ms,omitempty"`
 	RequestID string             `json:"request_id,omitempty"`
 	Error     string             `json:"error,omitempty"`
+	// model and version name what answered (for the header when there is
+	// no warm-up).
+	model, version string
 }
 
 // latencyStats summarises one field over the successful samples, in ms.
@@ -122,6 +125,9 @@ func runBench(ctx context.Context, args []string, stdout, progress io.Writer) er
 	r.ThroughputRPS = float64(*n) / r.ElapsedS
 	var firstErr string
 	for _, s := range r.Samples {
+		if r.Model == "" && s.Error == "" {
+			r.Model, r.Version = s.model, s.version
+		}
 		if s.Error != "" {
 			if r.Errors++; firstErr == "" {
 				firstErr = s.Error
@@ -159,6 +165,7 @@ func benchRun(ctx context.Context, p protocol, demo *demoCase, n, conc int, tick
 					s.Error = err.Error()
 				} else {
 					s.WallMS, s.TimingMS, s.RequestID = ms(pr.Wall), pr.Timing, pr.RequestID
+					s.model, s.version = pr.Model, pr.Version
 				}
 				samples[i] = s
 				tick()

@@ -95,10 +95,10 @@ func TestBenchFake(t *testing.T) {
 	srv := smokeFake(t, smokeFakeGolden, func(int64, map[string]any) (int, map[string][][]float64) { return 200, smokeFakeGolden })
 	out := filepath.Join(t.TempDir(), "bench.json")
 	var stdout, progress bytes.Buffer
-	require.NoError(t, runBench(context.Background(), []string{"--url", srv.URL, "--n", "5", "--concurrency", "2", "--warmup", "1", "--out", out}, &stdout, &progress))
+	require.NoError(t, runBench(context.Background(), []string{"--url", srv.URL, "--n", "5", "--concurrency", "2", "--warmup", "0", "--out", out}, &stdout, &progress))
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
 	require.Len(t, lines, 2+4, "%s", stdout.String()) // header, column names, wall + 3 timing fields
-	assert.Contains(t, lines[0], "bench "+srv.URL+" (http) GR00T-N1.7-3B n17 fake_bot: 5 requests, concurrency 2, warm-up 1:")
+	assert.Contains(t, lines[0], "bench "+srv.URL+" (http) GR00T-N1.7-3B n17 fake_bot: 5 requests, concurrency 2, warm-up 0:")
 	assert.Contains(t, lines[0], "0 errors")
 	assert.Equal(t, []string{"field", "(ms)", "n", "mean", "min", "p50", "p90", "p99", "max"}, strings.Fields(lines[1]))
 	assert.Equal(t, []string{"device", "5", "1.500", "1.500", "1.500", "1.500", "1.500", "1.500"}, strings.Fields(lines[4])[:8])
@@ -119,7 +119,7 @@ func TestBenchFake(t *testing.T) {
 		"elapsed_s", "throughput_rps", "errors", "fields", "summary", "samples"}, keysOf(all))
 	assert.Equal(t, 5, r.N)
 	assert.Equal(t, 2, r.Concurrency)
-	assert.Equal(t, 1, r.Warmup)
+	assert.Equal(t, 0, r.Warmup)
 	assert.Equal(t, "fake_bot", r.Embodiment)
 	assert.Positive(t, r.ThroughputRPS)
 	assert.Equal(t, []string{"wall", "total", "device", "device_stages.vision"}, r.Fields)
