@@ -81,7 +81,7 @@ func actNEON(x *float32, n, kind int)
 func siluMulNEON(x, y *float32, n int)
 
 // rowMaxMinNEON returns the maximum and the minimum of x[0:n], n a
-// positive multiple of 16 (NaN if any x[i] is NaN).
+// positive multiple of 8 (NaN if any x[i] is NaN).
 //
 //go:noescape
 func rowMaxMinNEON(x *float32, n int) (mx, mn float32)
@@ -92,8 +92,10 @@ func rowMaxMinNEON(x *float32, n int) (mx, mn float32)
 func rowMaxNEON(x *float32, n int) float32
 
 // expShiftSumNEON sets x[i] = exp(x[i] − shift) for i < n (n a multiple
-// of 16) and returns their fp32 sum in the 16 lanes and the reduction order
-// of expShiftSumAVX512; shift ≥ every x[i].
+// of 8) and returns their fp32 sum in the 16 lanes and the reduction order
+// of expShiftSumAVX512 (a final half block of 8 adds into lanes 0–7: the
+// bits of the row padded to a multiple of 16 with −Inf); shift ≥ every
+// x[i].
 //
 //go:noescape
 func expShiftSumNEON(x *float32, n int, shift float32) float32
@@ -158,11 +160,15 @@ func activateSIMD(kind kernelKind, act Activation, x []float32) bool {
 }
 
 // softmaxSIMD sets row[i] = exp(row[i] − max(row)) and returns the sum
-// when len(row) is a positive multiple of 16; ok is false when it did
-// nothing. A row whose entries are all −Inf is cleared with sum 0; a row
-// spanning less than 86 below its max takes expShiftSumNormalNEON.
+// when len(row) is a positive multiple of 8 (NEON's GEMM panels are 8
+// wide, so Attention's score rows are multiples of 8, not always of 16: a
+// row of 16q + 8 gets the bits of the same row padded with 8 −Inf, so a
+// query's result does not depend on how many masked keys pad its row);
+// ok is false when it did nothing. A row whose entries are all −Inf is
+// cleared with sum 0; a row spanning less than 86 below its max takes
+// expShiftSumNormalNEON.
 func softmaxSIMD(kind kernelKind, row []float32) (sum float32, ok bool) {
-	if kind == 0 || len(row) == 0 || len(row)%16 != 0 {
+	if kind == 0 || len(row) == 0 || len(row)%8 != 0 {
 		return 0, false
 	}
 	mx, mn := rowMaxMinNEON(&row[0], len(row))

@@ -1238,16 +1238,25 @@ done:
 TEXT ·rowMaxNEON(SB), NOSPLIT, $0-20
 	MOVD x+0(FP), R0
 	MOVD n+8(FP), R1
-	LSR $4, R1, R1
-	VLD1 (R0), [V0.S4, V1.S4, V2.S4, V3.S4]
+	VLD1 (R0), [V0.S4, V1.S4]
+	VMOV V0.B16, V2.B16
+	VMOV V1.B16, V3.B16
+	LSR $4, R1, R2
+	CBZ R2, tail
 loop:
 	VLD1.P 64(R0), [V4.S4, V5.S4, V6.S4, V7.S4]
 	WORD $0x4e24f400 // fmax v0.4s, v0.4s, v4.4s
 	WORD $0x4e25f421 // fmax v1.4s, v1.4s, v5.4s
 	WORD $0x4e26f442 // fmax v2.4s, v2.4s, v6.4s
 	WORD $0x4e27f463 // fmax v3.4s, v3.4s, v7.4s
-	SUBS $1, R1, R1
+	SUBS $1, R2, R2
 	BNE loop
+tail:
+	TBZ $3, R1, reduce
+	VLD1 (R0), [V4.S4, V5.S4]
+	WORD $0x4e24f400 // fmax v0.4s, v0.4s, v4.4s
+	WORD $0x4e25f421 // fmax v1.4s, v1.4s, v5.4s
+reduce:
 	WORD $0x4e21f400 // fmax v0.4s, v0.4s, v1.4s
 	WORD $0x4e23f442 // fmax v2.4s, v2.4s, v3.4s
 	WORD $0x4e22f400 // fmax v0.4s, v0.4s, v2.4s
@@ -1259,12 +1268,15 @@ loop:
 TEXT ·rowMaxMinNEON(SB), NOSPLIT, $0-24
 	MOVD x+0(FP), R0
 	MOVD n+8(FP), R1
-	LSR $4, R1, R1
-	VLD1 (R0), [V0.S4, V1.S4, V2.S4, V3.S4]
+	VLD1 (R0), [V0.S4, V1.S4]
+	VMOV V0.B16, V2.B16
+	VMOV V1.B16, V3.B16
 	VMOV V0.B16, V8.B16
 	VMOV V1.B16, V9.B16
 	VMOV V2.B16, V10.B16
 	VMOV V3.B16, V11.B16
+	LSR $4, R1, R2
+	CBZ R2, tail
 loop:
 	VLD1.P 64(R0), [V4.S4, V5.S4, V6.S4, V7.S4]
 	WORD $0x4e24f400 // fmax v0.4s, v0.4s, v4.4s
@@ -1275,8 +1287,16 @@ loop:
 	WORD $0x4ea6f54a // fmin v10.4s, v10.4s, v6.4s
 	WORD $0x4e27f463 // fmax v3.4s, v3.4s, v7.4s
 	WORD $0x4ea7f56b // fmin v11.4s, v11.4s, v7.4s
-	SUBS $1, R1, R1
+	SUBS $1, R2, R2
 	BNE loop
+tail:
+	TBZ $3, R1, reduce
+	VLD1 (R0), [V4.S4, V5.S4]
+	WORD $0x4e24f400 // fmax v0.4s, v0.4s, v4.4s
+	WORD $0x4ea4f508 // fmin v8.4s, v8.4s, v4.4s
+	WORD $0x4e25f421 // fmax v1.4s, v1.4s, v5.4s
+	WORD $0x4ea5f529 // fmin v9.4s, v9.4s, v5.4s
+reduce:
 	WORD $0x4e21f400 // fmax v0.4s, v0.4s, v1.4s
 	WORD $0x4e23f442 // fmax v2.4s, v2.4s, v3.4s
 	WORD $0x4e22f400 // fmax v0.4s, v0.4s, v2.4s
@@ -1319,8 +1339,8 @@ TEXT ·expShiftSumNEON(SB), NOSPLIT, $0-28
 	VEOR V7.B16, V7.B16, V7.B16
 	VEOR V8.B16, V8.B16, V8.B16
 	VEOR V9.B16, V9.B16, V9.B16
-	LSR $4, R1, R1
-	CBZ R1, done
+	LSR $4, R1, R2
+	CBZ R2, tail
 loop:
 	VLD1 (R0), [V1.S4]
 	WORD $0x4ea5d421 // fsub v1.4s, v1.4s, v5.4s
@@ -1454,8 +1474,76 @@ loop:
 	WORD $0x6e22dc63 // fmul v3.4s, v3.4s, v2.4s
 	VST1.P [V3.S4], 16(R0)
 	WORD $0x4e23d529 // fadd v9.4s, v9.4s, v3.4s
-	SUBS $1, R1, R1
+	SUBS $1, R2, R2
 	BNE loop
+tail:
+	TBZ $3, R1, done
+	VLD1 (R0), [V1.S4]
+	WORD $0x4ea5d421 // fsub v1.4s, v1.4s, v5.4s
+	WORD $0x4e2bf421 // fmax v1.4s, v1.4s, v11.4s
+	WORD $0x6e2ddc22 // fmul v2.4s, v1.4s, v13.4s
+	WORD $0x4e218842 // frintn v2.4s, v2.4s
+	WORD $0x4eaecc41 // fmls v1.4s, v2.4s, v14.4s
+	WORD $0x4eafcc41 // fmls v1.4s, v2.4s, v15.4s
+	VMOV V16.B16, V3.B16
+	VMOV V17.B16, V4.B16
+	WORD $0x4e21cc64 // fmla v4.4s, v3.4s, v1.4s
+	VMOV V18.B16, V3.B16
+	WORD $0x4e21cc83 // fmla v3.4s, v4.4s, v1.4s
+	VMOV V19.B16, V4.B16
+	WORD $0x4e21cc64 // fmla v4.4s, v3.4s, v1.4s
+	VMOV V20.B16, V3.B16
+	WORD $0x4e21cc83 // fmla v3.4s, v4.4s, v1.4s
+	VMOV V21.B16, V4.B16
+	WORD $0x4e21cc64 // fmla v4.4s, v3.4s, v1.4s
+	WORD $0x6e21dc23 // fmul v3.4s, v1.4s, v1.4s
+	WORD $0x4e23cc81 // fmla v1.4s, v4.4s, v3.4s
+	WORD $0x4e2cd423 // fadd v3.4s, v1.4s, v12.4s
+	WORD $0x4e3cf442 // fmax v2.4s, v2.4s, v28.4s
+	WORD $0x4ea1b842 // fcvtzs v2.4s, v2.4s
+	WORD $0x4f3f0444 // sshr v4.4s, v2.4s, #1
+	VSUB V4.S4, V2.S4, V2.S4
+	VADD V29.S4, V4.S4, V4.S4
+	VADD V29.S4, V2.S4, V2.S4
+	VSHL $23, V4.S4, V4.S4
+	VSHL $23, V2.S4, V2.S4
+	WORD $0x6e24dc63 // fmul v3.4s, v3.4s, v4.4s
+	WORD $0x6e22dc63 // fmul v3.4s, v3.4s, v2.4s
+	VST1.P [V3.S4], 16(R0)
+	WORD $0x4e23d4c6 // fadd v6.4s, v6.4s, v3.4s
+	VLD1 (R0), [V1.S4]
+	WORD $0x4ea5d421 // fsub v1.4s, v1.4s, v5.4s
+	WORD $0x4e2bf421 // fmax v1.4s, v1.4s, v11.4s
+	WORD $0x6e2ddc22 // fmul v2.4s, v1.4s, v13.4s
+	WORD $0x4e218842 // frintn v2.4s, v2.4s
+	WORD $0x4eaecc41 // fmls v1.4s, v2.4s, v14.4s
+	WORD $0x4eafcc41 // fmls v1.4s, v2.4s, v15.4s
+	VMOV V16.B16, V3.B16
+	VMOV V17.B16, V4.B16
+	WORD $0x4e21cc64 // fmla v4.4s, v3.4s, v1.4s
+	VMOV V18.B16, V3.B16
+	WORD $0x4e21cc83 // fmla v3.4s, v4.4s, v1.4s
+	VMOV V19.B16, V4.B16
+	WORD $0x4e21cc64 // fmla v4.4s, v3.4s, v1.4s
+	VMOV V20.B16, V3.B16
+	WORD $0x4e21cc83 // fmla v3.4s, v4.4s, v1.4s
+	VMOV V21.B16, V4.B16
+	WORD $0x4e21cc64 // fmla v4.4s, v3.4s, v1.4s
+	WORD $0x6e21dc23 // fmul v3.4s, v1.4s, v1.4s
+	WORD $0x4e23cc81 // fmla v1.4s, v4.4s, v3.4s
+	WORD $0x4e2cd423 // fadd v3.4s, v1.4s, v12.4s
+	WORD $0x4e3cf442 // fmax v2.4s, v2.4s, v28.4s
+	WORD $0x4ea1b842 // fcvtzs v2.4s, v2.4s
+	WORD $0x4f3f0444 // sshr v4.4s, v2.4s, #1
+	VSUB V4.S4, V2.S4, V2.S4
+	VADD V29.S4, V4.S4, V4.S4
+	VADD V29.S4, V2.S4, V2.S4
+	VSHL $23, V4.S4, V4.S4
+	VSHL $23, V2.S4, V2.S4
+	WORD $0x6e24dc63 // fmul v3.4s, v3.4s, v4.4s
+	WORD $0x6e22dc63 // fmul v3.4s, v3.4s, v2.4s
+	VST1.P [V3.S4], 16(R0)
+	WORD $0x4e23d4e7 // fadd v7.4s, v7.4s, v3.4s
 done:
 	WORD $0x4e28d4c6 // fadd v6.4s, v6.4s, v8.4s
 	WORD $0x4e29d4e7 // fadd v7.4s, v7.4s, v9.4s
@@ -1496,8 +1584,8 @@ TEXT ·expShiftSumNormalNEON(SB), NOSPLIT, $0-28
 	VEOR V7.B16, V7.B16, V7.B16
 	VEOR V8.B16, V8.B16, V8.B16
 	VEOR V9.B16, V9.B16, V9.B16
-	LSR $4, R1, R1
-	CBZ R1, done
+	LSR $4, R1, R2
+	CBZ R2, tail
 loop:
 	VLD1 (R0), [V1.S4]
 	WORD $0x4ea5d421 // fsub v1.4s, v1.4s, v5.4s
@@ -1599,8 +1687,60 @@ loop:
 	VADD V2.S4, V3.S4, V3.S4
 	VST1.P [V3.S4], 16(R0)
 	WORD $0x4e23d529 // fadd v9.4s, v9.4s, v3.4s
-	SUBS $1, R1, R1
+	SUBS $1, R2, R2
 	BNE loop
+tail:
+	TBZ $3, R1, done
+	VLD1 (R0), [V1.S4]
+	WORD $0x4ea5d421 // fsub v1.4s, v1.4s, v5.4s
+	WORD $0x6e2ddc22 // fmul v2.4s, v1.4s, v13.4s
+	WORD $0x4e218842 // frintn v2.4s, v2.4s
+	WORD $0x4eaecc41 // fmls v1.4s, v2.4s, v14.4s
+	WORD $0x4eafcc41 // fmls v1.4s, v2.4s, v15.4s
+	VMOV V16.B16, V3.B16
+	VMOV V17.B16, V4.B16
+	WORD $0x4e21cc64 // fmla v4.4s, v3.4s, v1.4s
+	VMOV V18.B16, V3.B16
+	WORD $0x4e21cc83 // fmla v3.4s, v4.4s, v1.4s
+	VMOV V19.B16, V4.B16
+	WORD $0x4e21cc64 // fmla v4.4s, v3.4s, v1.4s
+	VMOV V20.B16, V3.B16
+	WORD $0x4e21cc83 // fmla v3.4s, v4.4s, v1.4s
+	VMOV V21.B16, V4.B16
+	WORD $0x4e21cc64 // fmla v4.4s, v3.4s, v1.4s
+	WORD $0x6e21dc23 // fmul v3.4s, v1.4s, v1.4s
+	WORD $0x4e23cc81 // fmla v1.4s, v4.4s, v3.4s
+	WORD $0x4e2cd423 // fadd v3.4s, v1.4s, v12.4s
+	WORD $0x4ea1b842 // fcvtzs v2.4s, v2.4s
+	VSHL $23, V2.S4, V2.S4
+	VADD V2.S4, V3.S4, V3.S4
+	VST1.P [V3.S4], 16(R0)
+	WORD $0x4e23d4c6 // fadd v6.4s, v6.4s, v3.4s
+	VLD1 (R0), [V1.S4]
+	WORD $0x4ea5d421 // fsub v1.4s, v1.4s, v5.4s
+	WORD $0x6e2ddc22 // fmul v2.4s, v1.4s, v13.4s
+	WORD $0x4e218842 // frintn v2.4s, v2.4s
+	WORD $0x4eaecc41 // fmls v1.4s, v2.4s, v14.4s
+	WORD $0x4eafcc41 // fmls v1.4s, v2.4s, v15.4s
+	VMOV V16.B16, V3.B16
+	VMOV V17.B16, V4.B16
+	WORD $0x4e21cc64 // fmla v4.4s, v3.4s, v1.4s
+	VMOV V18.B16, V3.B16
+	WORD $0x4e21cc83 // fmla v3.4s, v4.4s, v1.4s
+	VMOV V19.B16, V4.B16
+	WORD $0x4e21cc64 // fmla v4.4s, v3.4s, v1.4s
+	VMOV V20.B16, V3.B16
+	WORD $0x4e21cc83 // fmla v3.4s, v4.4s, v1.4s
+	VMOV V21.B16, V4.B16
+	WORD $0x4e21cc64 // fmla v4.4s, v3.4s, v1.4s
+	WORD $0x6e21dc23 // fmul v3.4s, v1.4s, v1.4s
+	WORD $0x4e23cc81 // fmla v1.4s, v4.4s, v3.4s
+	WORD $0x4e2cd423 // fadd v3.4s, v1.4s, v12.4s
+	WORD $0x4ea1b842 // fcvtzs v2.4s, v2.4s
+	VSHL $23, V2.S4, V2.S4
+	VADD V2.S4, V3.S4, V3.S4
+	VST1.P [V3.S4], 16(R0)
+	WORD $0x4e23d4e7 // fadd v7.4s, v7.4s, v3.4s
 done:
 	WORD $0x4e28d4c6 // fadd v6.4s, v6.4s, v8.4s
 	WORD $0x4e29d4e7 // fadd v7.4s, v7.4s, v9.4s

@@ -606,7 +606,7 @@ func act() {
 
 // softmaxHelpers emits
 //
-//	func rowMaxNEON(x *float32, n int) float32                // n%16 == 0, n > 0
+//	func rowMaxNEON(x *float32, n int) float32                // n%8 == 0, n > 0
 //	func rowMaxMinNEON(x *float32, n int) (mx, mn float32)
 //	func expShiftSumNEON(x *float32, n int, shift float32) float32
 //	func expShiftSumNormalNEON(x *float32, n int, shift float32) float32
@@ -616,7 +616,10 @@ func act() {
 // accumulators, lane l of V(6+q) summing x[16j+4q+l]) reduced in its order
 // ((s_l + s_l+8) + (s_l+4 + s_l+12), then lanes 0+2 and 1+3, then 0+1), the
 // same bits as the AVX2 and AVX-512 kernels; the Normal one is for rows
-// whose x − shift are all ≥ −86 (no clamp, one-step scale).
+// whose x − shift are all ≥ −86 (no clamp, one-step scale). n may end in a
+// half block of 8 (arm64's GEMM panels are 8 wide, so attention rows are
+// multiples of 8): it adds into lanes 0–7 only, which gives the bits of the
+// row padded to a multiple of 16 with −Inf (exp = +0, and s + 0 = s).
 func softmaxHelpers() {
 	for _, mm := range []bool{false, true} {
 		fn := "rowMaxNEON"
@@ -630,13 +633,16 @@ func softmaxHelpers() {
 		}
 		p("MOVD x+0(FP), R0")
 		p("MOVD n+8(FP), R1")
-		p("LSR $4, R1, R1")
-		p("VLD1 (R0), [V0.S4, V1.S4, V2.S4, V3.S4]")
+		p("VLD1 (R0), [V0.S4, V1.S4]")
+		vmov(2, 0)
+		vmov(3, 1)
 		if mm {
 			for i := 0; i < 4; i++ {
 				vmov(8+i, i)
 			}
 		}
+		p("LSR $4, R1, R2")
+		p("CBZ R2, tail")
 		label("loop")
 		p("VLD1.P 64(R0), [V4.S4, V5.S4, V6.S4, V7.S4]")
 		for i := 0; i < 4; i++ {
@@ -645,8 +651,18 @@ func softmaxHelpers() {
 				op3("fmin", 8+i, 8+i, 4+i)
 			}
 		}
-		p("SUBS $1, R1, R1")
+		p("SUBS $1, R2, R2")
 		p("BNE loop")
+		label("tail")
+		p("TBZ $3, R1, reduce")
+		p("VLD1 (R0), [V4.S4, V5.S4]")
+		for i := 0; i < 2; i++ {
+			op3("fmax", i, i, 4+i)
+			if mm {
+				op3("fmin", 8+i, 8+i, 4+i)
+			}
+		}
+		label("reduce")
 		op3("fmax", 0, 0, 1)
 		op3("fmax", 2, 2, 3)
 		op3("fmax", 0, 0, 2)
@@ -679,18 +695,25 @@ func softmaxHelpers() {
 		for q := 0; q < 4; q++ {
 			p("VEOR V%d.B16, V%d.B16, V%d.B16", 6+q, 6+q, 6+q)
 		}
-		p("LSR $4, R1, R1")
-		p("CBZ R1, done")
-		label("loop")
-		for q := 0; q < 4; q++ {
+		vec := func(q int) {
 			p("VLD1 (R0), [V1.S4]")
 			op3("fsub", 1, 1, 5)
 			expv(-1, -1, -1)
 			p("VST1.P [V3.S4], 16(R0)")
 			op3("fadd", 6+q, 6+q, 3)
 		}
-		p("SUBS $1, R1, R1")
+		p("LSR $4, R1, R2")
+		p("CBZ R2, tail")
+		label("loop")
+		for q := 0; q < 4; q++ {
+			vec(q)
+		}
+		p("SUBS $1, R2, R2")
 		p("BNE loop")
+		label("tail")
+		p("TBZ $3, R1, done")
+		vec(0)
+		vec(1)
 		label("done")
 		op3("fadd", 6, 6, 8)
 		op3("fadd", 7, 7, 9)
