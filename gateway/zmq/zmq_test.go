@@ -1,0 +1,697 @@
+package zmq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gr00tgw/gr00tgw/gateway"
+	"github.com/gr00tgw/gr00tgw/gateway/wire"
+	"github.com/gr00tgw/gr00tgw/gateway/zmq/zmqclient"
+)
+
+const droidTag = "oxe_droid_relative_eef_relative_joint"
+
+func strp(s string) *string { return &s }
+
+func droidContract() *gateway.Contract {
+	info := gateway.EmbodimentInfo{
+		Name: droidTag, ID: 24, Cameras: []string{"exterior_image_1_left", "wrist_image_left"}, VideoDeltaIndices: []int{-15, 0},
+		StateGroups:   []gateway.Group{{Key: "eef_9d", Dim: 9}, {Key: "gripper_position", Dim: 1}, {Key: "joint_position", Dim: 7}},
+		ActionGroups:  []gateway.Group{{Key: "eef_9d", Dim: 9}, {Key: "gripper_position", Dim: 1}, {Key: "joint_position", Dim: 7}},
+		ActionHorizon: 40,
+	}
+	h := make([]int, 40)
+	for i := range h {
+		h[i] = i
+	}
+	keys := []string{"eef_9d", "gripper_position", "joint_position"}
+	return &gateway.Contract{Info: info, Default: true, Modality: map[string]gateway.ModalityConfig{
+		"video": {DeltaIndices: []int{-15, 0}, ModalityKeys: info.Cameras},
+		"state": {DeltaIndices: []int{0}, ModalityKeys: keys},
+		"action": {DeltaIndices: h, ModalityKeys: keys, ActionConfigs: []gateway.ActionConfig{
+			{Rep: "RELATIVE", Type: "EEF", Format: "XYZ_ROT6D", StateKey: strp("eef_9d")},
+			{Rep: "ABSOLUTE", Type: "NON_EEF", Format: "DEFAULT", StateKey: strp("gripper_position")},
+			{Rep: "RELATIVE", Type: "NON_EEF", Format: "DEFAULT", StateKey: strp("joint_position")},
+		}},
+		"language": {DeltaIndices: []int{0}, ModalityKeys: []string{gateway.DefaultLanguageKey}},
+	}}
+}
+
+func oneCamContract() *gateway.Contract {
+	info := gateway.EmbodimentInfo{Name: "one_cam", ID: 10, Cameras: []string{"front"}, VideoDeltaIndices: []int{0},
+		StateGroups: []gateway.Group{{Key: "joints", Dim: 2}}, ActionGroups: []gateway.Group{{Key: "joints", Dim: 2}}, ActionHorizon: 4}
+	return &gateway.Contract{Info: info, Modality: map[string]gateway.ModalityConfig{
+		"video": {DeltaIndices: []int{0}, ModalityKeys: []string{"front"}}, "state": {DeltaIndices: []int{0}, ModalityKeys: []string{"joints"}},
+		"action": {DeltaIndices: []int{0, 1, 2, 3}, ModalityKeys: []string{"joints"}}, "language": {DeltaIndices: []int{0}, ModalityKeys: []string{"task"}},
+	}}
+}
+
+// fakeGateway answers Predict with actions computed from the request, so
+// the tests can tell samples, groups and steps apart: action[g][h][d] =
+// state[g][0] + first pixel of the last frame of the first camera / 256 +
+// h + d/100.
+type fakeGateway struct {
+	notReady atomic.Bool
+	delay    time.Duration
+	fail     error
+
+	mu       sync.Mutex
+	reqs     []*gateway.Request
+	messages []string
+	inflight atomic.Int32
+	peak     atomic.Int32
+	canceled atomic.Int32
+}
+
+func (f *fakeGateway) Ready() bool { return !f.notReady.Load() }
+
+func (f *fakeGateway) Contract(tag string) (*gateway.Contract, error) {
+	switch tag {
+	case "", droidTag:
+		return droidContract(), nil
+	case "one_cam":
+		return oneCamContract(), nil
+	}
+	return nil, &gateway.HandlerError{Status: http.StatusBadRequest, Code: gateway.CodeInvalid, Field: "embodiment",
+		Err: fmt.Errorf("embodiment: %q is not served (served: [%s, one_cam])", tag, droidTag)}
+}
+
+func (f *fakeGateway) Contracts() []*gateway.Contract {
+	return []*gateway.Contract{oneCamContract(), droidContract()}
+}
+
+func (f *fakeGateway) Predict(ctx context.Context, r *gateway.Request, o gateway.PredictOptions) (*gateway.PredictResponse, error) {
+	n := f.inflight.Add(1)
+	defer f.inflight.Add(-1)
+	for {
+		p := f.peak.Load()
+		if n <= p || f.peak.CompareAndSwap(p, n) {
+			break
+		}
+	}
+	f.mu.Lock()
+	f.reqs = append(f.reqs, r)
+	f.mu.Unlock()
+	if f.delay > 0 {
+		select {
+		case <-time.After(f.delay):
+		case <-ctx.Done():
+			f.canceled.Add(1)
+			return nil, ctx.Err()
+		}
+	}
+	if f.fail != nil {
+		return nil, f.fail
+	}
+	c, err := f.Contract(r.Embodiment)
+	if err != nil {
+		return nil, err
+	}
+	cam := c.Info.Cameras[0]
+	frames := r.Images[cam]
+	px := float64(frames[len(frames)-1].Raw.Pix[0]) / 256
+	resp := &gateway.PredictResponse{Actions: map[string][][]float64{}, ActionHorizon: c.Info.ActionHorizon, RequestID: o.RequestID}
+	for _, g := range c.Info.ActionGroups {
+		rows := make([][]float64, c.Info.ActionHorizon)
+		for h := range rows {
+			rows[h] = make([]float64, g.Dim)
+			for d := range rows[h] {
+				rows[h][d] = float64(float32(r.State[g.Key][0] + px + float64(h) + float64(d)/100))
+			}
+		}
+		resp.Actions[g.Key] = rows
+		resp.ActionKeys = append(resp.ActionKeys, g.Key)
+	}
+	return resp, nil
+}
+
+func (f *fakeGateway) StartMessage(ctx context.Context, m gateway.Message) (context.Context, gateway.EndMessage) {
+	return ctx, func(code string, err error) {
+		f.mu.Lock()
+		f.messages = append(f.messages, m.Endpoint+":"+code)
+		f.mu.Unlock()
+	}
+}
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// startServer serves o (Gateway defaulting to a fresh fake) on a loopback
+// port and returns the address.
+func startServer(t *testing.T, o Options) (*Server, string) {
+	t.Helper()
+	if o.Logger == nil {
+		o.Logger = quiet
+	}
+	s, err := New(o)
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, s.Shutdown(ctx))
+		assert.ErrorIs(t, <-done, ErrServerClosed)
+	})
+	return s, ln.Addr().String()
+}
+
+func dial(t *testing.T, addr string, o zmqclient.Options) *zmqclient.Client {
+	t.Helper()
+	c, err := zmqclient.Dial(context.Background(), addr, o)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// droidObs is a B = 1 DROID observation: camera i's frames filled with
+// i+1 (t=0) and i+11 (t=1), state groups of 0.5.
+func droidObs(t *testing.T) *zmqclient.Observation {
+	t.Helper()
+	o := &zmqclient.Observation{Video: map[string]*wire.Array{}, State: map[string]*wire.Array{},
+		LanguageKey: gateway.DefaultLanguageKey, Language: []string{"pick up the cup"}}
+	for i, cam := range []string{"exterior_image_1_left", "wrist_image_left"} {
+		pix := make([]byte, 2*180*320*3)
+		for j := range pix {
+			pix[j] = byte(i + 1 + 10*(j/(180*320*3))) // frame t=0: i+1, t=1: i+11
+		}
+		o.Video[cam] = wire.Uint8Array([]int{1, 2, 180, 320, 3}, pix)
+	}
+	for g, d := range map[string]int{"eef_9d": 9, "gripper_position": 1, "joint_position": 7} {
+		v := make([]float32, d)
+		for i := range v {
+			v[i] = 0.5
+		}
+		o.State[g] = wire.Float32Array([]int{1, 1, d}, v)
+	}
+	return o
+}
+
+func TestPingResetKill(t *testing.T) {
+	fg := &fakeGateway{}
+	var killed atomic.Int32
+	_, addr := startServer(t, Options{Gateway: fg})
+	c := dial(t, addr, zmqclient.Options{})
+	st, err := c.Ping(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, "ok", st)
+	fg.notReady.Store(true)
+	st, err = c.Ping(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, "starting", st)
+	fg.notReady.Store(false)
+	require.NoError(t, c.Reset(context.Background()))
+	v, err := c.Call(context.Background(), "reset", nil)
+	require.NoError(t, err)
+	assert.Equal(t, wire.NewMap(0), v)
+
+	_, err = c.Call(context.Background(), "kill", nil)
+	var se *zmqclient.ServerError
+	require.ErrorAs(t, err, &se)
+	assert.Contains(t, se.Message, "kill: refused")
+	_, err = c.Call(context.Background(), "shutdown_now", nil)
+	require.ErrorAs(t, err, &se)
+	assert.True(t, strings.HasPrefix(se.Message, "Unknown endpoint: shutdown_now"), se.Message)
+
+	_, addr2 := startServer(t, Options{Gateway: fg, AllowKill: true, OnKill: func() { killed.Add(1) }})
+	c2 := dial(t, addr2, zmqclient.Options{})
+	v, err = c2.Call(context.Background(), "kill", nil)
+	require.NoError(t, err)
+	assert.Nil(t, v)
+	assert.Eventually(t, func() bool { return killed.Load() == 1 }, 5*time.Second, 5*time.Millisecond)
+}
+
+func TestGetModalityConfig(t *testing.T) {
+	_, addr := startServer(t, Options{Gateway: &fakeGateway{}})
+	c := dial(t, addr, zmqclient.Options{})
+	mc, err := c.GetModalityConfig(context.Background(), "")
+	require.NoError(t, err)
+	require.Len(t, mc, 4)
+	five := []string{"delta_indices", "modality_keys", "sin_cos_embedding_keys", "mean_std_embedding_keys", "action_configs"}
+	for name, m := range mc {
+		assert.Equal(t, five, m.Fields, name)
+		assert.Equal(t, []string{"__ModalityConfig_class__", "__ModalityConfig__"}, m.Markers, name)
+	}
+	assert.Equal(t, []int{-15, 0}, mc["video"].DeltaIndices)
+	assert.Equal(t, []zmqclient.ActionConfig{{"RELATIVE", "EEF", "XYZ_ROT6D", "eef_9d"}, {"ABSOLUTE", "NON_EEF", "DEFAULT", "gripper_position"},
+		{"RELATIVE", "NON_EEF", "DEFAULT", "joint_position"}}, mc["action"].ActionConfigs)
+	assert.Nil(t, mc["state"].SinCosEmbeddingKeys)
+
+	one, err := c.GetModalityConfig(context.Background(), "one_cam")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"front"}, one["video"].ModalityKeys)
+
+	_, err = c.GetModalityConfig(context.Background(), "nope")
+	var se *zmqclient.ServerError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, "options.embodiment", se.Field)
+	assert.Contains(t, se.Message, `options.embodiment: "nope" is not served`)
+}
+
+func TestGetActionFormsAndEncodings(t *testing.T) {
+	fg := &fakeGateway{}
+	_, addr := startServer(t, Options{Gateway: fg})
+	for _, enc := range []wire.Encoding{wire.EncodingNPY, wire.EncodingMsgpackNumpy} {
+		c := dial(t, addr, zmqclient.Options{Encoding: enc})
+		for _, form := range []zmqclient.Form{zmqclient.Nested, zmqclient.Flat, zmqclient.Legacy} {
+			t.Run(enc.String()+"/"+string(form), func(t *testing.T) {
+				obs := droidObs(t)
+				// The reply comes back in the request's array encoding.
+				data := wire.NewMap(2).Set("observation", obs.Value(form)).Set("options", wire.NewMap(1).Set("seed", int64(7)))
+				if form == zmqclient.Legacy {
+					data = obs.Value(zmqclient.Flat).(*wire.Map)
+				}
+				b, err := wire.Marshal(wire.NewMap(2).Set("endpoint", "get_action").Set("data", data), enc)
+				require.NoError(t, err)
+				raw, err := c.CallRaw(context.Background(), b)
+				require.NoError(t, err)
+				v, err := wire.Decode(raw, wire.Limits{})
+				require.NoError(t, err)
+				_, got, err := wire.Resolve(v, "reply")
+				require.NoError(t, err)
+				assert.Equal(t, enc, got, "reply encoding")
+
+				acts, err := c.GetAction(context.Background(), obs, form, nil)
+				require.NoError(t, err)
+				prefix := ""
+				if form != zmqclient.Nested {
+					prefix = "action."
+				}
+				require.Len(t, acts, 3)
+				a := acts[prefix+"eef_9d"]
+				require.NotNil(t, a, "%v", acts)
+				want := "float32 (1, 40, 9)"
+				if form == zmqclient.Legacy {
+					want = "float32 (1, 40, 9)" // a batched (B, T, ...) N1.5 observation stays batched
+				}
+				assert.Equal(t, want, a.String())
+				f, _ := a.Float32s()
+				assert.Equal(t, float32(0.5+11.0/256+3+0.02), f[3*9+2]) // h=3, d=2
+				assert.Equal(t, "float32 (1, 40, 1)", acts[prefix+"gripper_position"].String())
+			})
+		}
+	}
+	fg.mu.Lock()
+	r := fg.reqs[0]
+	fg.mu.Unlock()
+	assert.Equal(t, droidTag, r.Embodiment)
+	assert.Equal(t, "pick up the cup", r.Instruction)
+	assert.Equal(t, "language."+gateway.DefaultLanguageKey+"[0]", r.InstructionField)
+	require.Len(t, r.Images["wrist_image_left"], 2)
+	assert.Equal(t, 180, r.Images["wrist_image_left"][1].Raw.Height)
+	assert.Equal(t, byte(12), r.Images["wrist_image_left"][1].Raw.Pix[0], "frame t=1 is the second frame")
+	assert.Equal(t, byte(2), r.Images["wrist_image_left"][0].Raw.Pix[0])
+	require.NotNil(t, r.Seed)
+	assert.Equal(t, uint64(7), *r.Seed)
+	assert.Equal(t, []float64{0.5}, r.State["gripper_position"])
+}
+
+func TestLegacyUnbatched(t *testing.T) {
+	_, addr := startServer(t, Options{Gateway: &fakeGateway{}})
+	c := dial(t, addr, zmqclient.Options{})
+	obs := droidObs(t)
+	m := wire.NewMap(6)
+	for _, cam := range []string{"exterior_image_1_left", "wrist_image_left"} {
+		a := obs.Video[cam]
+		m.Set("video."+cam, &wire.Array{DType: a.DType, Shape: a.Shape[1:], Data: a.Data})
+	}
+	for g, a := range obs.State {
+		f, _ := a.Float32s()
+		d := make([]float64, len(f))
+		for i := range f {
+			d[i] = float64(f[i])
+		}
+		b := make([]byte, 8*len(d))
+		for i, x := range d {
+			u := math.Float64bits(x)
+			for k := range 8 {
+				b[8*i+k] = byte(u >> (8 * k))
+			}
+		}
+		m.Set("state."+g, &wire.Array{DType: "<f8", Shape: []int{1, len(d)}, Data: b})
+	}
+	m.Set("annotation.human.task_description", []any{"pick"})
+	v, err := c.Call(context.Background(), "get_action", m)
+	require.NoError(t, err)
+	am, ok := v.(*wire.Map)
+	require.True(t, ok, "N1.5 form: a flat dict reply, got %s", wire.TypeName(v))
+	a, _ := am.Get("action.joint_position")
+	assert.Equal(t, "float32 (40, 7)", a.(*wire.Array).String())
+}
+
+func TestBatch(t *testing.T) {
+	fg := &fakeGateway{}
+	_, addr := startServer(t, Options{Gateway: fg, MaxBatch: 4})
+	c := dial(t, addr, zmqclient.Options{Encoding: wire.EncodingMsgpackNumpy})
+	obs := droidObs(t).Batch(2)
+	// Make sample 1 differ: state 1.5.
+	st := obs.State["joint_position"]
+	f, _ := st.Float32s()
+	for i := 7; i < 14; i++ {
+		f[i] = 1.5
+	}
+	obs.State["joint_position"] = wire.Float32Array(st.Shape, f)
+	acts, err := c.GetAction(context.Background(), obs, zmqclient.Nested, nil)
+	require.NoError(t, err)
+	a := acts["joint_position"]
+	assert.Equal(t, "float32 (2, 40, 7)", a.String())
+	v, _ := a.Float32s()
+	assert.Equal(t, float32(0.5+11.0/256), v[0])
+	assert.Equal(t, float32(1.5+11.0/256), v[40*7], "sample 1 is its own prediction")
+	assert.Equal(t, "float32 (2, 40, 9)", acts["eef_9d"].String())
+
+	_, err = c.GetAction(context.Background(), droidObs(t).Batch(5), zmqclient.Nested, nil)
+	var se *zmqclient.ServerError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, "video.exterior_image_1_left: batch of 5 observations, at most 4 (zmq.max_batch)", se.Message)
+}
+
+// TestErrors sends bad requests on one connection: each gets a precise
+// {"error"} naming the field, and the connection goes on serving.
+func TestErrors(t *testing.T) {
+	fg := &fakeGateway{}
+	_, addr := startServer(t, Options{Gateway: fg})
+	c := dial(t, addr, zmqclient.Options{})
+	ctx := context.Background()
+	obsWith := func(mut func(o *zmqclient.Observation)) any {
+		o := droidObs(t)
+		mut(o)
+		return wire.NewMap(2).Set("observation", o.Value(zmqclient.Nested)).Set("options", nil)
+	}
+	nestedWith := func(mut func(m *wire.Map)) any {
+		m := droidObs(t).Value(zmqclient.Nested).(*wire.Map)
+		mut(m)
+		return wire.NewMap(1).Set("observation", m)
+	}
+	sub := func(m *wire.Map, k string) *wire.Map { v, _ := m.Get(k); return v.(*wire.Map) }
+	del := func(m *wire.Map, k string) {
+		for i, x := range m.Keys {
+			if x.Name == k {
+				m.Keys = append(m.Keys[:i], m.Keys[i+1:]...)
+				m.Values = append(m.Values[:i], m.Values[i+1:]...)
+				return
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name       string
+		data       any
+		want       string
+		field      string
+		code       string
+		wantPrefix bool
+	}{
+		{name: "float32 video", data: obsWith(func(o *zmqclient.Observation) {
+			o.Video["wrist_image_left"] = wire.Float32Array([]int{1, 1, 180, 320, 3}, make([]float32, 180*320*3))
+		}), want: "video.wrist_image_left: expected uint8 (B, 2, H, W, 3), got float32 (1, 1, 180, 320, 3)", field: "video.wrist_image_left"},
+		{name: "rank 4 video", data: obsWith(func(o *zmqclient.Observation) {
+			o.Video["wrist_image_left"] = wire.Uint8Array([]int{2, 180, 320, 3}, make([]byte, 2*180*320*3))
+		}), want: "video.wrist_image_left: expected uint8 (B, 2, H, W, 3), got uint8 (2, 180, 320, 3)"},
+		{name: "T=1", data: obsWith(func(o *zmqclient.Observation) {
+			o.Video["exterior_image_1_left"] = wire.Uint8Array([]int{1, 1, 180, 320, 3}, make([]byte, 180*320*3))
+		}), want: "video.exterior_image_1_left: expected uint8 (B, 2, H, W, 3), got uint8 (1, 1, 180, 320, 3)"},
+		{name: "missing camera", data: obsWith(func(o *zmqclient.Observation) { delete(o.Video, "wrist_image_left") }),
+			want: "video.wrist_image_left: missing camera (want exterior_image_1_left, wrist_image_left)", field: "video.wrist_image_left"},
+		{name: "unknown camera", data: obsWith(func(o *zmqclient.Observation) { o.Video["top"] = o.Video["wrist_image_left"] }),
+			want: "video.top: unknown camera (want exterior_image_1_left, wrist_image_left)"},
+		{name: "missing group", data: obsWith(func(o *zmqclient.Observation) { delete(o.State, "joint_position") }),
+			want: "state.joint_position: missing state group (want eef_9d, gripper_position, joint_position)"},
+		{name: "float64 state", data: obsWith(func(o *zmqclient.Observation) {
+			o.State["eef_9d"] = &wire.Array{DType: "<f8", Shape: []int{1, 1, 9}, Data: make([]byte, 72)}
+		}), want: "state.eef_9d: expected float32 (B, 1, 9), got float64 (1, 1, 9)"},
+		{name: "wrong width", data: obsWith(func(o *zmqclient.Observation) {
+			o.State["eef_9d"] = wire.Float32Array([]int{1, 1, 8}, make([]float32, 8))
+		}), want: "state.eef_9d: expected float32 (B, 1, 9), got float32 (1, 1, 8)"},
+		{name: "NaN state", data: obsWith(func(o *zmqclient.Observation) {
+			v := make([]float32, 7)
+			v[3] = float32(math.NaN())
+			o.State["joint_position"] = wire.Float32Array([]int{1, 1, 7}, v)
+		}), want: "state.joint_position[0, 0, 3]: NaN is not finite", field: "state.joint_position"},
+		{name: "batch mismatch", data: obsWith(func(o *zmqclient.Observation) {
+			o.State["eef_9d"] = wire.Float32Array([]int{2, 1, 9}, make([]float32, 18))
+		}), want: "state.eef_9d: batch size 2, but video.exterior_image_1_left has 1"},
+		{name: "missing language", data: nestedWith(func(m *wire.Map) { del(m, "language") }),
+			want: "language.annotation.language.language_instruction: missing (want [[str]] of shape (B, 1))"},
+		{name: "language not nested", data: nestedWith(func(m *wire.Map) {
+			sub(m, "language").Values[0] = []any{"pick"}
+		}), want: "language.annotation.language.language_instruction[0]: expected [str] (one instruction per observation), got str"},
+		{name: "unknown observation key", data: nestedWith(func(m *wire.Map) { m.Set("depth", nil) }),
+			want: "observation.depth: unknown key (want video, state, language)"},
+		{name: "video not an array", data: nestedWith(func(m *wire.Map) { sub(m, "video").Values[0] = []any{int64(1)} }),
+			want: "video.exterior_image_1_left: expected uint8 (B, 2, H, W, 3) ndarray, got array", code: gateway.CodeSchema},
+		{name: "bad npy header", data: nestedWith(func(m *wire.Map) {
+			sub(m, "video").Values[0] = wire.NewMap(2).Set("__ndarray_class__", true).Set("as_npy", []byte("\x93NUMPY\x01\x00\x10\x00{'descr': '<f4'}"))
+		}), want: `data.observation.video.exterior_image_1_left: ndarray: .npy: header: missing key "fortran_order"`},
+		{name: "object array", data: nestedWith(func(m *wire.Map) {
+			sub(m, "video").Values[0] = wire.NewMap(5).SetBin("nd", true).SetBin("type", "|O").SetBin("kind", []byte("O")).SetBin("shape", []any{int64(1)}).SetBin("data", []byte("x"))
+		}), want: `data.observation.video.exterior_image_1_left: ndarray: dtype "|O" is not accepted (want a numeric or bool dtype such as <f4, |u1)`},
+		{name: "unknown embodiment", data: wire.NewMap(2).Set("observation", droidObs(t).Value(zmqclient.Nested)).Set("options", wire.NewMap(1).Set("embodiment", "r2d2")),
+			want: `options.embodiment: "r2d2" is not served`, field: "options.embodiment", wantPrefix: true},
+		{name: "data not a map", data: "hello", want: "data: expected a map {observation, options}, got str"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := c.Call(ctx, "get_action", tc.data)
+			var se *zmqclient.ServerError
+			require.ErrorAs(t, err, &se)
+			if tc.wantPrefix {
+				assert.True(t, strings.HasPrefix(se.Message, tc.want), se.Message)
+			} else {
+				assert.Equal(t, tc.want, se.Message)
+			}
+			if tc.field != "" {
+				assert.Equal(t, tc.field, se.Field)
+			}
+			if tc.code != "" {
+				assert.Equal(t, tc.code, se.Code)
+			}
+			assert.NotEmpty(t, se.RequestID)
+			st, err := c.Ping(ctx)
+			require.NoError(t, err, "the connection goes on after the error")
+			assert.Equal(t, "ok", st)
+		})
+	}
+
+	// Bytes that are not a request.
+	for name, payload := range map[string][]byte{
+		"garbage":        []byte("\xc1\xc1 not msgpack"),
+		"truncated":      {0x82, 0xa8, 'e', 'n', 'd', 'p', 'o', 'i', 'n', 't', 0xa4, 'p'},
+		"not a map":      {0x93, 1, 2, 3},
+		"huge array":     {0xdd, 0xff, 0xff, 0xff, 0xff},
+		"endpoint int":   {0x81, 0xa8, 'e', 'n', 'd', 'p', 'o', 'i', 'n', 't', 0x05},
+		"empty":          {},
+		"extension type": {0xd4, 0x01, 0x00},
+	} {
+		t.Run(name, func(t *testing.T) {
+			out, err := c.CallRaw(ctx, payload)
+			require.NoError(t, err)
+			_, err = zmqclient.DecodeReply(out)
+			var se *zmqclient.ServerError
+			require.ErrorAs(t, err, &se)
+			assert.True(t, strings.HasPrefix(se.Message, "request: not a valid Isaac-GR00T policy request: "), se.Message)
+			assert.Equal(t, gateway.CodeSchema, se.Code)
+			_, err = c.Ping(ctx)
+			require.NoError(t, err)
+		})
+	}
+}
+
+func TestGatewayErrorsInProtocolTerms(t *testing.T) {
+	for _, tc := range []struct {
+		field, msg string
+		b          int
+		wantField  string
+		wantMsg    string
+	}{
+		{"images.wrist_image_left[1]", "images.wrist_image_left[1]: frame 100x100: aspect ratio not accepted", 0,
+			"video.wrist_image_left[0, 1]", "video.wrist_image_left[0, 1]: frame 100x100: aspect ratio not accepted"},
+		{"state.eef_9d[2]", "state.eef_9d[2]: out of bounds", 1, "state.eef_9d[1, 0, 2]", "state.eef_9d[1, 0, 2]: out of bounds"},
+		{"embodiment", `embodiment: "x" is not served`, 0, "options.embodiment", `options.embodiment: "x" is not served`},
+		{"language.k[1]", "language.k[1]: 80 tokens, over L_max 51", 1, "language.k[1]", "language.k[1]: 80 tokens, over L_max 51"},
+	} {
+		t.Run(tc.field, func(t *testing.T) {
+			err := protoError(&gateway.HandlerError{Status: 400, Code: gateway.CodeInvalid, Field: tc.field, Err: errors.New(tc.msg)}, tc.b, true)
+			var he *gateway.HandlerError
+			require.ErrorAs(t, err, &he)
+			assert.Equal(t, tc.wantField, he.Field)
+			assert.Equal(t, tc.wantMsg, he.Err.Error())
+		})
+	}
+
+	fg := &fakeGateway{fail: &gateway.HandlerError{Status: 400, Code: gateway.CodeInvalid, Field: "images.wrist_image_left[1]",
+		Err: errors.New("images.wrist_image_left[1]: 100x100 frames do not land on the 16x28 patch grid")}}
+	_, addr := startServer(t, Options{Gateway: fg})
+	c := dial(t, addr, zmqclient.Options{})
+	_, err := c.GetAction(context.Background(), droidObs(t), zmqclient.Nested, nil)
+	var se *zmqclient.ServerError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, "video.wrist_image_left[0, 1]", se.Field)
+	assert.Equal(t, "video.wrist_image_left[0, 1]: 100x100 frames do not land on the 16x28 patch grid", se.Message)
+}
+
+func TestToken(t *testing.T) {
+	_, addr := startServer(t, Options{Gateway: &fakeGateway{}, Token: "s3cret"})
+	for _, tok := range []string{"", "wrong", "s3cre"} {
+		c := dial(t, addr, zmqclient.Options{Token: tok})
+		_, err := c.Ping(context.Background())
+		var se *zmqclient.ServerError
+		require.ErrorAs(t, err, &se, tok)
+		assert.Equal(t, Unauthorized, se.Message)
+		assert.Equal(t, gateway.CodeUnauthorized, se.Code)
+	}
+	c := dial(t, addr, zmqclient.Options{Token: "s3cret"})
+	st, err := c.Ping(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, "ok", st)
+}
+
+func TestOversizedMessage(t *testing.T) {
+	_, addr := startServer(t, Options{Gateway: &fakeGateway{}, MaxMessageBytes: 100 << 10})
+	c := dial(t, addr, zmqclient.Options{})
+	_, err := c.GetAction(context.Background(), droidObs(t), zmqclient.Nested, nil) // ~700 KB
+	var se *zmqclient.ServerError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, gateway.CodeTooLarge, se.Code)
+	assert.Contains(t, se.Message, "exceeds the maximum message size of 102400 bytes (zmq.max_message_bytes)")
+	st, err := c.Ping(context.Background())
+	require.NoError(t, err, "the connection goes on after an oversized message")
+	assert.Equal(t, "ok", st)
+}
+
+// TestConcurrentClients: many connections are served at once (the
+// predictions overlap), each gets its own answer.
+func TestConcurrentClients(t *testing.T) {
+	fg := &fakeGateway{delay: 100 * time.Millisecond}
+	_, addr := startServer(t, Options{Gateway: fg})
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := zmqclient.Dial(context.Background(), addr, zmqclient.Options{})
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer c.Close()
+			obs := droidObs(t)
+			v := make([]float32, 7)
+			for k := range v {
+				v[k] = float32(i)
+			}
+			obs.State["joint_position"] = wire.Float32Array([]int{1, 1, 7}, v)
+			acts, err := c.GetAction(context.Background(), obs, zmqclient.Nested, nil)
+			if err != nil {
+				errs <- err
+				return
+			}
+			f, _ := acts["joint_position"].Float32s()
+			if want := float32(float64(i) + 11.0/256); f[0] != want {
+				errs <- fmt.Errorf("client %d got %v, want %v", i, f[0], want)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	assert.Greater(t, fg.peak.Load(), int32(1), "predictions overlapped")
+}
+
+func TestIdleTimeoutAndDisconnect(t *testing.T) {
+	fg := &fakeGateway{delay: 5 * time.Second}
+	_, addr := startServer(t, Options{Gateway: fg, IdleTimeout: 100 * time.Millisecond})
+	// A client that gives up mid-request cancels its prediction.
+	c := dial(t, addr, zmqclient.Options{Timeout: 200 * time.Millisecond})
+	_, err := c.GetAction(context.Background(), droidObs(t), zmqclient.Nested, nil)
+	require.Error(t, err)
+	assert.Eventually(t, func() bool { return fg.canceled.Load() == 1 }, 5*time.Second, 5*time.Millisecond, "prediction cancelled")
+
+	// An idle connection is closed; the client reconnects on its next call.
+	fg.delay = 0
+	c2 := dial(t, addr, zmqclient.Options{})
+	_, err = c2.Ping(context.Background())
+	require.NoError(t, err)
+	time.Sleep(300 * time.Millisecond)
+	_, err = c2.Ping(context.Background())
+	require.Error(t, err, "the idle connection was closed")
+	st, err := c2.Ping(context.Background())
+	require.NoError(t, err, "reconnected")
+	assert.Equal(t, "ok", st)
+}
+
+// TestShutdownDrains: Shutdown lets the request in flight answer, closes
+// idle connections, and refuses new ones.
+func TestShutdownDrains(t *testing.T) {
+	fg := &fakeGateway{delay: 300 * time.Millisecond}
+	s, err := New(Options{Gateway: fg, Logger: quiet})
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go s.Serve(ln)
+	busy := dial(t, ln.Addr().String(), zmqclient.Options{})
+	idle := dial(t, ln.Addr().String(), zmqclient.Options{})
+	_, err = idle.Ping(context.Background())
+	require.NoError(t, err)
+	res := make(chan error, 1)
+	go func() {
+		_, err := busy.GetAction(context.Background(), droidObs(t), zmqclient.Nested, nil)
+		res <- err
+	}()
+	require.Eventually(t, func() bool { return fg.inflight.Load() == 1 }, 5*time.Second, time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, s.Shutdown(ctx))
+	require.NoError(t, <-res, "the in-flight request was answered")
+	_, err = idle.Ping(context.Background())
+	assert.Error(t, err, "idle connection closed")
+	_, err = net.DialTimeout("tcp", ln.Addr().String(), time.Second)
+	assert.Error(t, err, "listener closed")
+}
+
+// FuzzHandle feeds arbitrary request payloads to the request handler (the
+// msgpack decoder, the array codecs and the observation mapper behind
+// it): it never panics and always answers with decodable msgpack.
+func FuzzHandle(f *testing.F) {
+	s, err := New(Options{Gateway: &fakeGateway{}, Logger: quiet, MaxBatch: 2})
+	if err != nil {
+		f.Fatal(err)
+	}
+	small := func() *zmqclient.Observation {
+		o := &zmqclient.Observation{Video: map[string]*wire.Array{}, State: map[string]*wire.Array{}, LanguageKey: "task", Language: []string{"go"}}
+		o.Video["front"] = wire.Uint8Array([]int{1, 1, 2, 2, 3}, make([]byte, 12))
+		o.State["joints"] = wire.Float32Array([]int{1, 1, 2}, []float32{1, 2})
+		return o
+	}
+	for _, enc := range []wire.Encoding{wire.EncodingNPY, wire.EncodingMsgpackNumpy} {
+		for _, form := range []zmqclient.Form{zmqclient.Nested, zmqclient.Flat} {
+			data := wire.NewMap(2).Set("observation", small().Value(form)).Set("options", wire.NewMap(1).Set("embodiment", "one_cam"))
+			b, _ := wire.Marshal(wire.NewMap(2).Set("endpoint", "get_action").Set("data", data), enc)
+			f.Add(b)
+		}
+	}
+	b, _ := wire.Marshal(wire.NewMap(1).Set("endpoint", "get_modality_config"), wire.EncodingNPY)
+	f.Add(b)
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		out := s.handle(context.Background(), payload, "fuzz", time.Now())
+		if _, err := wire.Decode(out, wire.Limits{}); err != nil {
+			t.Fatalf("reply does not decode: %v", err)
+		}
+	})
+}
