@@ -3,6 +3,7 @@ module github.com/gr00tgw/gr00tgw
 go 1.26.8
 
 require (
+	github.com/coder/websocket v1.8.14
 	github.com/dlclark/regexp2 v1.12.0
 	github.com/gofiber/fiber/v2 v2.52.15
 	github.com/klauspost/compress v1.19.1

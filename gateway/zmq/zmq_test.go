@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math"
 	"net"
-	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,133 +18,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gr00tgw/gr00tgw/gateway"
+	"github.com/gr00tgw/gr00tgw/gateway/internal/fakegw"
 	"github.com/gr00tgw/gr00tgw/gateway/wire"
 	"github.com/gr00tgw/gr00tgw/gateway/zmq/zmqclient"
 )
-
-const droidTag = "oxe_droid_relative_eef_relative_joint"
-
-func strp(s string) *string { return &s }
-
-func droidContract() *gateway.Contract {
-	info := gateway.EmbodimentInfo{
-		Name: droidTag, ID: 24, Cameras: []string{"exterior_image_1_left", "wrist_image_left"}, VideoDeltaIndices: []int{-15, 0},
-		StateGroups:   []gateway.Group{{Key: "eef_9d", Dim: 9}, {Key: "gripper_position", Dim: 1}, {Key: "joint_position", Dim: 7}},
-		ActionGroups:  []gateway.Group{{Key: "eef_9d", Dim: 9}, {Key: "gripper_position", Dim: 1}, {Key: "joint_position", Dim: 7}},
-		ActionHorizon: 40,
-	}
-	h := make([]int, 40)
-	for i := range h {
-		h[i] = i
-	}
-	keys := []string{"eef_9d", "gripper_position", "joint_position"}
-	return &gateway.Contract{Info: info, Default: true, Modality: map[string]gateway.ModalityConfig{
-		"video": {DeltaIndices: []int{-15, 0}, ModalityKeys: info.Cameras},
-		"state": {DeltaIndices: []int{0}, ModalityKeys: keys},
-		"action": {DeltaIndices: h, ModalityKeys: keys, ActionConfigs: []gateway.ActionConfig{
-			{Rep: "RELATIVE", Type: "EEF", Format: "XYZ_ROT6D", StateKey: strp("eef_9d")},
-			{Rep: "ABSOLUTE", Type: "NON_EEF", Format: "DEFAULT", StateKey: strp("gripper_position")},
-			{Rep: "RELATIVE", Type: "NON_EEF", Format: "DEFAULT", StateKey: strp("joint_position")},
-		}},
-		"language": {DeltaIndices: []int{0}, ModalityKeys: []string{gateway.DefaultLanguageKey}},
-	}}
-}
-
-func oneCamContract() *gateway.Contract {
-	info := gateway.EmbodimentInfo{Name: "one_cam", ID: 10, Cameras: []string{"front"}, VideoDeltaIndices: []int{0},
-		StateGroups: []gateway.Group{{Key: "joints", Dim: 2}}, ActionGroups: []gateway.Group{{Key: "joints", Dim: 2}}, ActionHorizon: 4}
-	return &gateway.Contract{Info: info, Modality: map[string]gateway.ModalityConfig{
-		"video": {DeltaIndices: []int{0}, ModalityKeys: []string{"front"}}, "state": {DeltaIndices: []int{0}, ModalityKeys: []string{"joints"}},
-		"action": {DeltaIndices: []int{0, 1, 2, 3}, ModalityKeys: []string{"joints"}}, "language": {DeltaIndices: []int{0}, ModalityKeys: []string{"task"}},
-	}}
-}
-
-// fakeGateway answers Predict with actions computed from the request, so
-// the tests can tell samples, groups and steps apart: action[g][h][d] =
-// state[g][0] + first pixel of the last frame of the first camera / 256 +
-// h + d/100.
-type fakeGateway struct {
-	notReady atomic.Bool
-	delay    time.Duration
-	fail     error
-
-	mu       sync.Mutex
-	reqs     []*gateway.Request
-	messages []string
-	inflight atomic.Int32
-	peak     atomic.Int32
-	canceled atomic.Int32
-}
-
-func (f *fakeGateway) Ready() bool { return !f.notReady.Load() }
-
-func (f *fakeGateway) Contract(tag string) (*gateway.Contract, error) {
-	switch tag {
-	case "", droidTag:
-		return droidContract(), nil
-	case "one_cam":
-		return oneCamContract(), nil
-	}
-	return nil, &gateway.HandlerError{Status: http.StatusBadRequest, Code: gateway.CodeInvalid, Field: "embodiment",
-		Err: fmt.Errorf("embodiment: %q is not served (served: [%s, one_cam])", tag, droidTag)}
-}
-
-func (f *fakeGateway) Contracts() []*gateway.Contract {
-	return []*gateway.Contract{oneCamContract(), droidContract()}
-}
-
-func (f *fakeGateway) Predict(ctx context.Context, r *gateway.Request, o gateway.PredictOptions) (*gateway.PredictResponse, error) {
-	n := f.inflight.Add(1)
-	defer f.inflight.Add(-1)
-	for {
-		p := f.peak.Load()
-		if n <= p || f.peak.CompareAndSwap(p, n) {
-			break
-		}
-	}
-	f.mu.Lock()
-	f.reqs = append(f.reqs, r)
-	f.mu.Unlock()
-	if f.delay > 0 {
-		select {
-		case <-time.After(f.delay):
-		case <-ctx.Done():
-			f.canceled.Add(1)
-			return nil, ctx.Err()
-		}
-	}
-	if f.fail != nil {
-		return nil, f.fail
-	}
-	c, err := f.Contract(r.Embodiment)
-	if err != nil {
-		return nil, err
-	}
-	cam := c.Info.Cameras[0]
-	frames := r.Images[cam]
-	px := float64(frames[len(frames)-1].Raw.Pix[0]) / 256
-	resp := &gateway.PredictResponse{Actions: map[string][][]float64{}, ActionHorizon: c.Info.ActionHorizon, RequestID: o.RequestID}
-	for _, g := range c.Info.ActionGroups {
-		rows := make([][]float64, c.Info.ActionHorizon)
-		for h := range rows {
-			rows[h] = make([]float64, g.Dim)
-			for d := range rows[h] {
-				rows[h][d] = float64(float32(r.State[g.Key][0] + px + float64(h) + float64(d)/100))
-			}
-		}
-		resp.Actions[g.Key] = rows
-		resp.ActionKeys = append(resp.ActionKeys, g.Key)
-	}
-	return resp, nil
-}
-
-func (f *fakeGateway) StartMessage(ctx context.Context, m gateway.Message) (context.Context, gateway.EndMessage) {
-	return ctx, func(code string, err error) {
-		f.mu.Lock()
-		f.messages = append(f.messages, m.Endpoint+":"+code)
-		f.mu.Unlock()
-	}
-}
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
@@ -203,18 +79,18 @@ func droidObs(t *testing.T) *zmqclient.Observation {
 }
 
 func TestPingResetKill(t *testing.T) {
-	fg := &fakeGateway{}
+	fg := &fakegw.Gateway{}
 	var killed atomic.Int32
 	_, addr := startServer(t, Options{Gateway: fg})
 	c := dial(t, addr, zmqclient.Options{})
 	st, err := c.Ping(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, "ok", st)
-	fg.notReady.Store(true)
+	fg.NotReady.Store(true)
 	st, err = c.Ping(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, "starting", st)
-	fg.notReady.Store(false)
+	fg.NotReady.Store(false)
 	require.NoError(t, c.Reset(context.Background()))
 	v, err := c.Call(context.Background(), "reset", nil)
 	require.NoError(t, err)
@@ -237,7 +113,7 @@ func TestPingResetKill(t *testing.T) {
 }
 
 func TestGetModalityConfig(t *testing.T) {
-	_, addr := startServer(t, Options{Gateway: &fakeGateway{}})
+	_, addr := startServer(t, Options{Gateway: &fakegw.Gateway{}})
 	c := dial(t, addr, zmqclient.Options{})
 	mc, err := c.GetModalityConfig(context.Background(), "")
 	require.NoError(t, err)
@@ -248,8 +124,10 @@ func TestGetModalityConfig(t *testing.T) {
 		assert.Equal(t, []string{"__ModalityConfig_class__", "__ModalityConfig__"}, m.Markers, name)
 	}
 	assert.Equal(t, []int{-15, 0}, mc["video"].DeltaIndices)
-	assert.Equal(t, []zmqclient.ActionConfig{{"RELATIVE", "EEF", "XYZ_ROT6D", "eef_9d"}, {"ABSOLUTE", "NON_EEF", "DEFAULT", "gripper_position"},
-		{"RELATIVE", "NON_EEF", "DEFAULT", "joint_position"}}, mc["action"].ActionConfigs)
+	assert.Equal(t, []zmqclient.ActionConfig{
+		{Rep: "RELATIVE", Type: "EEF", Format: "XYZ_ROT6D", StateKey: "eef_9d"},
+		{Rep: "ABSOLUTE", Type: "NON_EEF", Format: "DEFAULT", StateKey: "gripper_position"},
+		{Rep: "RELATIVE", Type: "NON_EEF", Format: "DEFAULT", StateKey: "joint_position"}}, mc["action"].ActionConfigs)
 	assert.Nil(t, mc["state"].SinCosEmbeddingKeys)
 
 	one, err := c.GetModalityConfig(context.Background(), "one_cam")
@@ -264,7 +142,7 @@ func TestGetModalityConfig(t *testing.T) {
 }
 
 func TestGetActionFormsAndEncodings(t *testing.T) {
-	fg := &fakeGateway{}
+	fg := &fakegw.Gateway{}
 	_, addr := startServer(t, Options{Gateway: fg})
 	for _, enc := range []wire.Encoding{wire.EncodingNPY, wire.EncodingMsgpackNumpy} {
 		c := dial(t, addr, zmqclient.Options{Encoding: enc})
@@ -306,10 +184,8 @@ func TestGetActionFormsAndEncodings(t *testing.T) {
 			})
 		}
 	}
-	fg.mu.Lock()
-	r := fg.reqs[0]
-	fg.mu.Unlock()
-	assert.Equal(t, droidTag, r.Embodiment)
+	r := fg.Requests()[0]
+	assert.Equal(t, fakegw.DROIDTag, r.Embodiment)
 	assert.Equal(t, "pick up the cup", r.Instruction)
 	assert.Equal(t, "language."+gateway.DefaultLanguageKey+"[0]", r.InstructionField)
 	require.Len(t, r.Images["wrist_image_left"], 2)
@@ -322,7 +198,7 @@ func TestGetActionFormsAndEncodings(t *testing.T) {
 }
 
 func TestLegacyUnbatched(t *testing.T) {
-	_, addr := startServer(t, Options{Gateway: &fakeGateway{}})
+	_, addr := startServer(t, Options{Gateway: &fakegw.Gateway{}})
 	c := dial(t, addr, zmqclient.Options{})
 	obs := droidObs(t)
 	m := wire.NewMap(6)
@@ -355,7 +231,7 @@ func TestLegacyUnbatched(t *testing.T) {
 }
 
 func TestBatch(t *testing.T) {
-	fg := &fakeGateway{}
+	fg := &fakegw.Gateway{}
 	_, addr := startServer(t, Options{Gateway: fg, MaxBatch: 4})
 	c := dial(t, addr, zmqclient.Options{Encoding: wire.EncodingMsgpackNumpy})
 	obs := droidObs(t).Batch(2)
@@ -384,7 +260,7 @@ func TestBatch(t *testing.T) {
 // TestErrors sends bad requests on one connection: each gets a precise
 // {"error"} naming the field, and the connection goes on serving.
 func TestErrors(t *testing.T) {
-	fg := &fakeGateway{}
+	fg := &fakegw.Gateway{}
 	_, addr := startServer(t, Options{Gateway: fg})
 	c := dial(t, addr, zmqclient.Options{})
 	ctx := context.Background()
@@ -532,7 +408,7 @@ func TestGatewayErrorsInProtocolTerms(t *testing.T) {
 		})
 	}
 
-	fg := &fakeGateway{fail: &gateway.HandlerError{Status: 400, Code: gateway.CodeInvalid, Field: "images.wrist_image_left[1]",
+	fg := &fakegw.Gateway{Fail: &gateway.HandlerError{Status: 400, Code: gateway.CodeInvalid, Field: "images.wrist_image_left[1]",
 		Err: errors.New("images.wrist_image_left[1]: 100x100 frames do not land on the 16x28 patch grid")}}
 	_, addr := startServer(t, Options{Gateway: fg})
 	c := dial(t, addr, zmqclient.Options{})
@@ -544,7 +420,7 @@ func TestGatewayErrorsInProtocolTerms(t *testing.T) {
 }
 
 func TestToken(t *testing.T) {
-	_, addr := startServer(t, Options{Gateway: &fakeGateway{}, Token: "s3cret"})
+	_, addr := startServer(t, Options{Gateway: &fakegw.Gateway{}, Token: "s3cret"})
 	for _, tok := range []string{"", "wrong", "s3cre"} {
 		c := dial(t, addr, zmqclient.Options{Token: tok})
 		_, err := c.Ping(context.Background())
@@ -560,7 +436,7 @@ func TestToken(t *testing.T) {
 }
 
 func TestOversizedMessage(t *testing.T) {
-	_, addr := startServer(t, Options{Gateway: &fakeGateway{}, MaxMessageBytes: 100 << 10})
+	_, addr := startServer(t, Options{Gateway: &fakegw.Gateway{}, MaxMessageBytes: 100 << 10})
 	c := dial(t, addr, zmqclient.Options{})
 	_, err := c.GetAction(context.Background(), droidObs(t), zmqclient.Nested, nil) // ~700 KB
 	var se *zmqclient.ServerError
@@ -575,7 +451,7 @@ func TestOversizedMessage(t *testing.T) {
 // TestConcurrentClients: many connections are served at once (the
 // predictions overlap), each gets its own answer.
 func TestConcurrentClients(t *testing.T) {
-	fg := &fakeGateway{delay: 100 * time.Millisecond}
+	fg := &fakegw.Gateway{Delay: 100 * time.Millisecond}
 	_, addr := startServer(t, Options{Gateway: fg})
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
@@ -611,20 +487,20 @@ func TestConcurrentClients(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	assert.Greater(t, fg.peak.Load(), int32(1), "predictions overlapped")
+	assert.Greater(t, fg.Peak.Load(), int32(1), "predictions overlapped")
 }
 
 func TestIdleTimeoutAndDisconnect(t *testing.T) {
-	fg := &fakeGateway{delay: 5 * time.Second}
+	fg := &fakegw.Gateway{Delay: 5 * time.Second}
 	_, addr := startServer(t, Options{Gateway: fg, IdleTimeout: 100 * time.Millisecond})
 	// A client that gives up mid-request cancels its prediction.
 	c := dial(t, addr, zmqclient.Options{Timeout: 200 * time.Millisecond})
 	_, err := c.GetAction(context.Background(), droidObs(t), zmqclient.Nested, nil)
 	require.Error(t, err)
-	assert.Eventually(t, func() bool { return fg.canceled.Load() == 1 }, 5*time.Second, 5*time.Millisecond, "prediction cancelled")
+	assert.Eventually(t, func() bool { return fg.Canceled.Load() == 1 }, 5*time.Second, 5*time.Millisecond, "prediction cancelled")
 
 	// An idle connection is closed; the client reconnects on its next call.
-	fg.delay = 0
+	fg.Delay = 0
 	c2 := dial(t, addr, zmqclient.Options{})
 	_, err = c2.Ping(context.Background())
 	require.NoError(t, err)
@@ -639,7 +515,7 @@ func TestIdleTimeoutAndDisconnect(t *testing.T) {
 // TestShutdownDrains: Shutdown lets the request in flight answer, closes
 // idle connections, and refuses new ones.
 func TestShutdownDrains(t *testing.T) {
-	fg := &fakeGateway{delay: 300 * time.Millisecond}
+	fg := &fakegw.Gateway{Delay: 300 * time.Millisecond}
 	s, err := New(Options{Gateway: fg, Logger: quiet})
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -654,7 +530,7 @@ func TestShutdownDrains(t *testing.T) {
 		_, err := busy.GetAction(context.Background(), droidObs(t), zmqclient.Nested, nil)
 		res <- err
 	}()
-	require.Eventually(t, func() bool { return fg.inflight.Load() == 1 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return fg.Inflight.Load() == 1 }, 5*time.Second, time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	require.NoError(t, s.Shutdown(ctx))
@@ -669,7 +545,7 @@ func TestShutdownDrains(t *testing.T) {
 // msgpack decoder, the array codecs and the observation mapper behind
 // it): it never panics and always answers with decodable msgpack.
 func FuzzHandle(f *testing.F) {
-	s, err := New(Options{Gateway: &fakeGateway{}, Logger: quiet, MaxBatch: 2})
+	s, err := New(Options{Gateway: &fakegw.Gateway{}, Logger: quiet, MaxBatch: 2})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -1,0 +1,444 @@
+// Package openpi serves openpi's websocket policy protocol
+// (openpi/serving/websocket_policy_server.py and openpi_client's
+// WebsocketClientPolicy) on gr00tgw's pipeline, so evaluation harnesses
+// written against openpi connect unchanged: GET /healthz, one binary
+// msgpack metadata frame on connect (the served embodiments' contracts),
+// then one observation per binary frame answered by one binary frame
+// with actions, action_groups, server_timing and the request id. Arrays
+// use openpi_client.msgpack_numpy's bin-keyed encoding. On an error the
+// server sends one text frame naming the field, then closes with 1011, as
+// upstream does.
+//
+// Every observation runs through gateway.Service.Predict (admission,
+// queue, deadlines, device lock, plugins, spans and metrics shared with
+// HTTP). The websocket layer is github.com/coder/websocket (RATIONALE.md
+// "Dependencies"); message size is bounded by this package's own limited
+// reader, which allocates as bytes arrive.
+package openpi
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/gr00tgw/gr00tgw/gateway"
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxMessageBytes = 64 << 20
+	DefaultIdleTimeout     = 10 * time.Minute
+	DefaultReadTimeout     = 30 * time.Second
+	DefaultWriteTimeout    = 30 * time.Second
+	DefaultMaxConnections  = 1024
+)
+
+// Options configure New.
+type Options struct {
+	// Gateway serves the predictions (required).
+	Gateway gateway.Service
+	// APIKey, when set, is required as the handshake's "Authorization:
+	// Api-Key <key>" header (constant-time compare; 401 otherwise). ""
+	// accepts every client, as upstream does.
+	APIKey string
+	// MaxMessageBytes bounds one observation frame (default 64 MiB).
+	MaxMessageBytes int
+	// MaxElements bounds the decoded msgpack elements of one observation
+	// (default 1<<20).
+	MaxElements int
+	// IdleTimeout closes a connection that sends no observation for this
+	// long (default 10 min); ReadTimeout bounds the reading of one
+	// observation once it started (default 30 s); WriteTimeout the
+	// writing of one reply (default 30 s).
+	IdleTimeout, ReadTimeout, WriteTimeout time.Duration
+	// MaxConnections bounds the connections served at once (default
+	// 1024); beyond it the handshake is refused with 503.
+	MaxConnections int
+	// Metadata adds keys to the metadata frame sent on connect.
+	Metadata map[string]any
+	// Version is reported in the metadata.
+	Version string
+	// Logger receives connection and request logs (nil: slog.Default()).
+	Logger *slog.Logger
+}
+
+// Server is one openpi websocket endpoint. Safe for concurrent use.
+type Server struct {
+	o    Options
+	log  *slog.Logger
+	sem  chan struct{}
+	http *http.Server
+
+	baseCtx context.Context
+	cancel  context.CancelFunc
+
+	mu       sync.Mutex
+	conns    map[*conn]struct{}
+	draining atomic.Bool
+	wg       sync.WaitGroup
+}
+
+// New checks o and returns a server.
+func New(o Options) (*Server, error) {
+	if o.Gateway == nil {
+		return nil, errors.New("openpi: Options.Gateway is required")
+	}
+	if o.MaxMessageBytes <= 0 {
+		o.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if o.MaxElements <= 0 {
+		o.MaxElements = 1 << 20
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = DefaultIdleTimeout
+	}
+	if o.ReadTimeout <= 0 {
+		o.ReadTimeout = DefaultReadTimeout
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = DefaultWriteTimeout
+	}
+	if o.MaxConnections <= 0 {
+		o.MaxConnections = DefaultMaxConnections
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	s := &Server{o: o, log: o.Logger, sem: make(chan struct{}, o.MaxConnections), conns: map[*conn]struct{}{}}
+	s.baseCtx, s.cancel = context.WithCancel(context.Background())
+	s.http = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(o.Logger.Handler(), slog.LevelDebug)}
+	return s, nil
+}
+
+// Serve answers on ln until Shutdown (then it returns
+// http.ErrServerClosed).
+func (s *Server) Serve(ln net.Listener) error { return s.http.Serve(ln) }
+
+// Shutdown stops accepting, closes idle connections (1001 going away),
+// lets the observations in flight answer, then closes their connections;
+// when ctx ends first the rest are cancelled and closed.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.draining.Store(true)
+	httpErr := s.http.Shutdown(ctx) // listeners; hijacked websockets are ours
+	s.mu.Lock()
+	for c := range s.conns {
+		c.stop()
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		s.cancel()
+		return httpErr
+	case <-ctx.Done():
+	}
+	s.cancel()
+	s.mu.Lock()
+	for c := range s.conns {
+		c.ws.CloseNow() //nolint:errcheck // forced close
+	}
+	s.mu.Unlock()
+	<-done
+	return ctx.Err()
+}
+
+// ServeHTTP answers GET /healthz and upgrades every other request to the
+// policy websocket (openpi serves the policy on any path).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/healthz" {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if !s.o.Gateway.Ready() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, "starting\n") //nolint:errcheck
+			return
+		}
+		io.WriteString(w, "OK\n") //nolint:errcheck
+		return
+	}
+	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		w.Header().Set("Upgrade", "websocket")
+		http.Error(w, "this is an openpi websocket policy server: connect with a websocket client (GET /healthz for health)", http.StatusUpgradeRequired)
+		return
+	}
+	if s.o.APIKey != "" {
+		got, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Api-Key ")
+		if subtle.ConstantTimeCompare([]byte(got), []byte(s.o.APIKey)) != 1 {
+			s.log.Info("openpi: handshake refused: invalid API key", "peer", r.RemoteAddr)
+			http.Error(w, "unauthorized: send the header Authorization: Api-Key <key> (openpi.api_key)", http.StatusUnauthorized)
+			return
+		}
+	}
+	if s.draining.Load() {
+		http.Error(w, "server is shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	select {
+	case s.sem <- struct{}{}:
+	default:
+		http.Error(w, fmt.Sprintf("too many connections (%d)", s.o.MaxConnections), http.StatusServiceUnavailable)
+		return
+	}
+	defer func() { <-s.sem }()
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
+	if err != nil {
+		s.log.Info("openpi: handshake failed", "peer", r.RemoteAddr, "err", err.Error())
+		return
+	}
+	ws.SetReadLimit(-1) // our own limited reader enforces MaxMessageBytes
+	c := &conn{s: s, ws: ws, peer: r.RemoteAddr, stopCh: make(chan struct{})}
+	s.mu.Lock()
+	if s.draining.Load() {
+		s.mu.Unlock()
+		ws.Close(websocket.StatusGoingAway, "server shutting down") //nolint:errcheck
+		return
+	}
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		s.wg.Done()
+	}()
+	c.serve()
+}
+
+// conn is one websocket client.
+type conn struct {
+	s      *Server
+	ws     *websocket.Conn
+	peer   string
+	once   sync.Once
+	stopCh chan struct{} // closed by Shutdown
+}
+
+func (c *conn) stop() { c.once.Do(func() { close(c.stopCh) }) }
+
+// message is one frame read by the reader goroutine.
+type message struct {
+	typ  websocket.MessageType
+	data []byte
+	at   time.Time
+	err  error
+}
+
+var (
+	errIdle        = errors.New("idle timeout")
+	errReadTimeout = errors.New("read timeout")
+)
+
+// tooLargeError is an observation over MaxMessageBytes.
+type tooLargeError struct{ limit int }
+
+func (e *tooLargeError) Error() string {
+	return fmt.Sprintf("observation: message over the maximum message size of %d bytes (openpi.max_message_bytes)", e.limit)
+}
+
+// The connection's read deadlines: one timer, armed with IdleTimeout
+// while the connection waits for an observation and with ReadTimeout
+// while one arrives, disarmed while an observation is served. When it
+// fires, the reader's context is cancelled (which closes the websocket).
+type deadline struct {
+	mu     sync.Mutex
+	t      *time.Timer
+	reason error // what the armed timer means
+	fired  error // set once it fired
+}
+
+func newDeadline(cancel context.CancelFunc) *deadline {
+	d := &deadline{}
+	d.t = time.AfterFunc(time.Hour, func() {
+		d.mu.Lock()
+		d.fired = d.reason
+		d.mu.Unlock()
+		cancel()
+	})
+	d.t.Stop()
+	return d
+}
+
+func (d *deadline) arm(after time.Duration, reason error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.t.Stop()
+	d.reason = reason
+	d.t.Reset(after)
+}
+
+func (d *deadline) disarm() { d.t.Stop() }
+
+func (d *deadline) firedErr() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.fired
+}
+
+// read reads the next message, at most MaxMessageBytes (the buffer grows
+// with the bytes received), under the ReadTimeout once it started.
+func (c *conn) read(ctx context.Context, dl *deadline) message {
+	s := c.s
+	typ, r, err := c.ws.Reader(ctx)
+	if err != nil {
+		if f := dl.firedErr(); f != nil {
+			return message{err: f}
+		}
+		return message{err: err}
+	}
+	at := time.Now()
+	dl.arm(s.o.ReadTimeout, errReadTimeout)
+	var buf bytes.Buffer
+	_, err = buf.ReadFrom(io.LimitReader(r, int64(s.o.MaxMessageBytes)+1))
+	dl.disarm()
+	if err != nil {
+		if f := dl.firedErr(); f != nil {
+			return message{err: f}
+		}
+		return message{err: err}
+	}
+	if buf.Len() > s.o.MaxMessageBytes {
+		return message{err: &tooLargeError{limit: s.o.MaxMessageBytes}}
+	}
+	return message{typ: typ, data: buf.Bytes(), at: at}
+}
+
+func (c *conn) serve() {
+	s := c.s
+	defer c.ws.CloseNow() //nolint:errcheck // after a clean close this is a no-op
+	// Predictions of this connection: cancelled when the peer goes away.
+	pctx, cancelPred := context.WithCancel(s.baseCtx)
+	defer cancelPred()
+
+	// Wait for readiness before the metadata (openpi clients block on it).
+	for !s.o.Gateway.Ready() {
+		select {
+		case <-c.stopCh:
+			c.ws.Close(websocket.StatusGoingAway, "server shutting down") //nolint:errcheck
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if err := c.write(websocket.MessageBinary, metadata(s)); err != nil {
+		return
+	}
+	s.log.Debug("openpi: connected", "peer", c.peer)
+
+	rctx, cancelRead := context.WithCancel(pctx)
+	defer cancelRead()
+	dl := newDeadline(cancelRead)
+	defer dl.disarm()
+	dl.arm(s.o.IdleTimeout, errIdle)
+	msgs := make(chan message)
+	go func() {
+		for {
+			m := c.read(rctx, dl)
+			if m.err != nil {
+				var tl *tooLargeError
+				if !errors.As(m.err, &tl) && m.err != errIdle && m.err != errReadTimeout {
+					cancelPred() // the peer is gone: stop its prediction
+				}
+			}
+			select {
+			case msgs <- m:
+			case <-pctx.Done():
+				return
+			}
+			if m.err != nil {
+				return
+			}
+		}
+	}()
+	var prevTotal time.Duration = -1
+	for {
+		var m message
+		select {
+		case m = <-msgs:
+			dl.disarm() // serving: bounded by the request's own deadline
+		case <-c.stopCh:
+			c.ws.Close(websocket.StatusGoingAway, "server shutting down") //nolint:errcheck
+			return
+		}
+		if m.err != nil {
+			var tl *tooLargeError
+			switch {
+			case errors.As(m.err, &tl):
+				rid := gateway.NewRequestID()
+				_, end := s.o.Gateway.StartMessage(s.baseCtx, gateway.Message{Protocol: "openpi", Endpoint: "infer", RequestID: rid, Peer: c.peer})
+				he := &gateway.HandlerError{Status: http.StatusRequestEntityTooLarge, Code: gateway.CodeTooLarge, Field: "observation", Err: m.err}
+				end(he.Code, he)
+				c.fail(he, rid)
+			case m.err == errIdle || m.err == errReadTimeout:
+				s.log.Debug("openpi: connection closed", "peer", c.peer, "reason", m.err.Error())
+				c.ws.CloseNow() //nolint:errcheck // the timer's cancel already closed it
+			default:
+				s.log.Debug("openpi: connection closed", "peer", c.peer, "err", m.err.Error())
+			}
+			return
+		}
+		rid := gateway.NewRequestID()
+		if m.typ != websocket.MessageBinary {
+			c.fail(schema("observation", "observation: expected a binary msgpack frame, got a text frame"), rid)
+			return
+		}
+		out, err := s.infer(pctx, m.data, rid, m.at, prevTotal, c.peer)
+		if err != nil {
+			c.fail(err, rid)
+			return
+		}
+		if err := c.write(websocket.MessageBinary, out); err != nil {
+			return
+		}
+		prevTotal = time.Since(m.at)
+		dl.arm(s.o.IdleTimeout, errIdle)
+		select {
+		case <-c.stopCh:
+			c.ws.Close(websocket.StatusGoingAway, "server shutting down") //nolint:errcheck
+			return
+		default:
+		}
+	}
+}
+
+func (c *conn) write(typ websocket.MessageType, b []byte) error {
+	ctx, cancel := context.WithTimeout(context.Background(), c.s.o.WriteTimeout)
+	defer cancel()
+	err := c.ws.Write(ctx, typ, b)
+	if err != nil {
+		c.s.log.Info("openpi: reply not delivered", "peer", c.peer, "err", err.Error())
+	}
+	return err
+}
+
+// fail sends err as upstream does: one text frame, then close 1011.
+func (c *conn) fail(err error, rid string) {
+	var he *gateway.HandlerError
+	if !errors.As(err, &he) {
+		he = &gateway.HandlerError{Status: http.StatusInternalServerError, Code: gateway.CodeInternal, Err: err}
+	}
+	lvl := c.s.log.Info
+	if he.Code == gateway.CodeInternal || he.Code == gateway.CodeDevice {
+		lvl = c.s.log.Error
+	}
+	lvl("openpi request failed", "request_id", rid, "peer", c.peer, "code", he.Code, "field", he.Field, "err", he.Err.Error())
+	text := he.Err.Error() + "\ncode: " + he.Code
+	if he.Field != "" {
+		text += "\nfield: " + he.Field
+	}
+	text += "\nrequest_id: " + rid + "\n"
+	if c.write(websocket.MessageText, []byte(text)) == nil {
+		c.ws.Close(websocket.StatusInternalError, "error: see the previous frame") //nolint:errcheck
+	}
+}
