@@ -110,7 +110,11 @@ func kernel(bf16 bool) {
 	p("CMP $%d, R4", unroll)
 	p("BLT tail")
 	label("loop4")
-	p("PRFM %d(R1), PLDL1KEEP", unroll*nr*eb*4)
+	// Prefetch B four iterations ahead, one PRFM per 64-byte line that an
+	// iteration consumes (128 bytes fp32, 64 bf16).
+	for off := 0; off < unroll*nr*eb; off += 64 {
+		p("PRFM %d(R1), PLDL1KEEP", unroll*nr*eb*4+off)
+	}
 	for u := 0; u < unroll; u++ {
 		step()
 	}
