@@ -47,7 +47,7 @@ test-short: plugins
 # qemu-aarch64(-static) (Debian: apt-get install qemu-user-static), NEON
 # kernels on; then ARM64_PORTABLE again with them off (GODEBUG=cpu.asimd=off,
 # the portable code). The plugin guests are built to wasm with the host
-# toolchain and run by wazero's arm64 compiler. ~9 min on 2 cores. Without
+# toolchain and run by wazero's arm64 compiler. ~10 min on 2 cores. Without
 # qemu it says so and succeeds. Binaries and logs: build/arm64/.
 ARM64_PKGS     := ./core/... ./device/... ./embodiments/... ./gateway/...
 ARM64_PORTABLE := ./core/tensor ./core/model/... ./device/cpu
