@@ -16,6 +16,7 @@ package config
 import (
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -92,6 +93,76 @@ type Config struct {
 	Log     Log     `koanf:"log"`
 	OTel    OTel    `koanf:"otel"`
 	Metrics Metrics `koanf:"metrics"`
+
+	// ZMQ is the Isaac-GR00T ZeroMQ policy endpoint; OpenPI the openpi
+	// websocket endpoint (gateway/zmq, gateway/openpi). Both are off
+	// unless their addr is set.
+	ZMQ    ZMQ    `koanf:"zmq"`
+	OpenPI OpenPI `koanf:"openpi"`
+}
+
+// ZMQ configures the Isaac-GR00T ZeroMQ policy endpoint (PolicyClient,
+// port 5555 upstream).
+type ZMQ struct {
+	// Addr is its listen address: host:port, a bare port or :port
+	// (loopback), *:port (every interface), tcp://host:port; "" is off.
+	Addr string `koanf:"addr" flag:"zmq-addr" usage:"ZeroMQ (Isaac-GR00T PolicyClient) listen address: host:port, a port for loopback, *:port for every interface (empty: off)"`
+	// APIToken, when set, is required as every request's api_token.
+	APIToken string `koanf:"api_token" flag:"zmq-api-token" secret:"true" usage:"api_token every ZeroMQ request must carry (empty: none required)"`
+	// MaxMessageBytes bounds one request message.
+	MaxMessageBytes int `koanf:"max_message_bytes" flag:"zmq-max-message-bytes" usage:"largest ZeroMQ request message in bytes (checked before it is read)"`
+	// MaxBatch bounds B of a batched observation.
+	MaxBatch int `koanf:"max_batch" flag:"zmq-max-batch" usage:"largest batch B of one ZeroMQ get_action"`
+	// AllowKill lets the kill endpoint shut the server down.
+	AllowKill bool `koanf:"allow_kill" flag:"zmq-allow-kill" usage:"let a ZeroMQ client's kill endpoint shut the server down (default: refused)"`
+	// IdleTimeout closes a connection silent for this long.
+	IdleTimeout time.Duration `koanf:"idle_timeout" flag:"zmq-idle-timeout" usage:"close a ZeroMQ connection idle this long (clients reconnect by themselves)"`
+	// ReadTimeout bounds the reading of one message once it started.
+	ReadTimeout time.Duration `koanf:"read_timeout" flag:"zmq-read-timeout" usage:"deadline to receive one ZeroMQ message once it started"`
+}
+
+// OpenPI configures the openpi websocket policy endpoint
+// (WebsocketClientPolicy, port 8000 upstream).
+type OpenPI struct {
+	// Addr is its listen address, read like zmq.addr; "" is off.
+	Addr string `koanf:"addr" flag:"openpi-addr" usage:"openpi websocket listen address: host:port, a port for loopback, *:port for every interface (empty: off)"`
+	// APIKey, when set, is required as "Authorization: Api-Key <key>".
+	APIKey string `koanf:"api_key" flag:"openpi-api-key" secret:"true" usage:"key every openpi client must send as Authorization: Api-Key <key> (empty: none required)"`
+	// MaxMessageBytes bounds one observation frame.
+	MaxMessageBytes int `koanf:"max_message_bytes" flag:"openpi-max-message-bytes" usage:"largest openpi observation frame in bytes"`
+	// IdleTimeout closes a connection that sends no observation this long.
+	IdleTimeout time.Duration `koanf:"idle_timeout" flag:"openpi-idle-timeout" usage:"close an openpi connection idle this long"`
+	// ReadTimeout bounds the reading of one observation once it started.
+	ReadTimeout time.Duration `koanf:"read_timeout" flag:"openpi-read-timeout" usage:"deadline to receive one openpi observation once it started"`
+}
+
+// ListenAddr resolves a robot-protocol listen address: a bare port
+// ("5555") or ":5555" listens on loopback, "*:5555" on every interface
+// (ZeroMQ's spelling), "tcp://host:port" drops the scheme; otherwise
+// host:port as given. The port must be a number in [0, 65535].
+func ListenAddr(s string) (string, error) {
+	s = strings.TrimPrefix(strings.TrimSpace(s), "tcp://")
+	if s == "" {
+		return "", fmt.Errorf("empty address")
+	}
+	if !strings.Contains(s, ":") {
+		s = ":" + s
+	}
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return "", fmt.Errorf("%q is not host:port or a port: %w", s, err)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 0 || n > 65535 {
+		return "", fmt.Errorf("%q: port %q is not a number in [0, 65535]", s, port)
+	}
+	switch host {
+	case "":
+		host = "127.0.0.1"
+	case "*":
+		host = "0.0.0.0"
+	}
+	return net.JoinHostPort(host, port), nil
 }
 
 // Log configures log/slog.
@@ -155,6 +226,8 @@ func Default() Config {
 			Traces:      Traces{Exporter: "none", SampleRatio: 1},
 		},
 		Metrics: Metrics{Enabled: true},
+		ZMQ:     ZMQ{MaxMessageBytes: 64 << 20, MaxBatch: 8, IdleTimeout: 10 * time.Minute, ReadTimeout: 30 * time.Second},
+		OpenPI:  OpenPI{MaxMessageBytes: 64 << 20, IdleTimeout: 10 * time.Minute, ReadTimeout: 30 * time.Second},
 	}
 }
 
@@ -287,7 +360,43 @@ func (c *Config) checks() []keyCheck {
 			}
 			return nil
 		}},
+		{"zmq.addr", func() error { return optionalAddr(c.ZMQ.Addr) }},
+		{"zmq.max_message_bytes", func() error { return atLeast(c.ZMQ.MaxMessageBytes, 1024) }},
+		{"zmq.max_batch", func() error {
+			if c.ZMQ.MaxBatch < 1 || c.ZMQ.MaxBatch > 1024 {
+				return fmt.Errorf("%d is outside [1, 1024]", c.ZMQ.MaxBatch)
+			}
+			return nil
+		}},
+		{"zmq.idle_timeout", func() error { return positive(c.ZMQ.IdleTimeout) }},
+		{"zmq.read_timeout", func() error { return positive(c.ZMQ.ReadTimeout) }},
+		{"openpi.addr", func() error { return optionalAddr(c.OpenPI.Addr) }},
+		{"openpi.max_message_bytes", func() error { return atLeast(c.OpenPI.MaxMessageBytes, 1024) }},
+		{"openpi.idle_timeout", func() error { return positive(c.OpenPI.IdleTimeout) }},
+		{"openpi.read_timeout", func() error { return positive(c.OpenPI.ReadTimeout) }},
 	}
+}
+
+func optionalAddr(s string) error {
+	if s == "" {
+		return nil
+	}
+	_, err := ListenAddr(s)
+	return err
+}
+
+func atLeast(n, lo int) error {
+	if n < lo {
+		return fmt.Errorf("%d is below %d", n, lo)
+	}
+	return nil
+}
+
+func positive(d time.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("%v must be positive", d)
+	}
+	return nil
 }
 
 // KeyError is a configuration problem with one key. Source, when known, says

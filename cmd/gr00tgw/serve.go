@@ -90,6 +90,11 @@ func runServe(ctx context.Context, args []string) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	log.Info("listening (health: starting)", "addr", ln.Addr().String())
+	protos, err := startProtocols(cfg, srv, log, ver)
+	if err != nil {
+		_ = srv.Shutdown(context.Background())
+		return err
+	}
 
 	startCtx, cancelStart := context.WithCancel(ctx)
 	defer cancelStart()
@@ -107,9 +112,19 @@ func runServe(ctx context.Context, args []string) error {
 	shutdown := func() error {
 		cancelStart()
 		log.Info("shutting down: draining in-flight requests", "drain_timeout", cfg.DrainTimeout.String())
+		// The robot-protocol endpoints stop accepting and answer their
+		// requests in flight while the gateway drains (it closes the
+		// backend only once every admitted request has finished).
+		pctx, cancelP := context.WithTimeout(context.Background(), cfg.DrainTimeout)
+		defer cancelP()
+		pdone := make(chan error, 1)
+		go func() { pdone <- protos.shutdown(pctx) }()
 		err := srv.Shutdown(context.Background())
 		if err != nil {
 			log.Warn("shutdown", "err", err)
+		}
+		if err := <-pdone; err != nil {
+			log.Warn("shutdown: robot-protocol endpoints", "err", err)
 		}
 		log.Info("Closing device; bye")
 		return nil
@@ -122,6 +137,7 @@ func runServe(ctx context.Context, args []string) error {
 			}
 			if err != nil {
 				log.Error("start-up failed", "err", err)
+				_ = protos.shutdown(context.Background())
 				_ = srv.Shutdown(context.Background())
 				return err
 			}
@@ -137,10 +153,18 @@ func runServe(ctx context.Context, args []string) error {
 			}()
 		case err := <-serveErr:
 			if err != nil {
+				_ = protos.shutdown(context.Background())
 				_ = srv.Shutdown(context.Background())
 				return fmt.Errorf("serve: %w", err)
 			}
 			return nil
+		case err := <-protos.errs:
+			log.Error("robot-protocol endpoint failed", "err", err)
+			_ = shutdown()
+			return fmt.Errorf("serve: %w", err)
+		case <-protos.kill:
+			log.Warn("kill requested by a ZeroMQ client (zmq.allow_kill)")
+			return shutdown()
 		case <-ctx.Done():
 			return shutdown()
 		}

@@ -90,6 +90,14 @@ func init() {
 // or an error naming it when it is not accepted (big-endian, object,
 // structured, complex, strings).
 func NormalizeDType(s string) (string, error) {
+	d, err := normalizeDType(s)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrArray, err)
+	}
+	return d, nil
+}
+
+func normalizeDType(s string) (string, error) {
 	if d, ok := descrOfName[s]; ok {
 		return d, nil
 	}
@@ -99,18 +107,18 @@ func NormalizeDType(s string) (string, error) {
 		order, t = t[0], t[1:]
 	}
 	if len(t) != 2 {
-		return "", fmt.Errorf("%w: dtype %q is not accepted (want a numeric or bool dtype such as <f4, |u1)", ErrArray, s)
+		return "", fmt.Errorf("dtype %q is not accepted (want a numeric or bool dtype such as <f4, |u1)", s)
 	}
 	if t[1] == '1' {
 		t = "|" + t
 	} else {
 		if order == '>' {
-			return "", fmt.Errorf("%w: dtype %q is big-endian (want little-endian, e.g. <f4)", ErrArray, s)
+			return "", fmt.Errorf("dtype %q is big-endian (want little-endian, e.g. <f4)", s)
 		}
 		t = "<" + t
 	}
 	if _, ok := dtypes[t]; !ok {
-		return "", fmt.Errorf("%w: dtype %q is not accepted (want a numeric or bool dtype such as <f4, |u1; object, structured, complex and string arrays are refused)", ErrArray, s)
+		return "", fmt.Errorf("dtype %q is not accepted (want a numeric or bool dtype such as <f4, |u1; object, structured, complex and string arrays are refused)", s)
 	}
 	return t, nil
 }

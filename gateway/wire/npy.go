@@ -56,7 +56,7 @@ func ParseNPY(b []byte) (*Array, error) {
 	if fortran {
 		return fail("header: fortran_order True (want C order)")
 	}
-	d, err := NormalizeDType(descr)
+	d, err := normalizeDType(descr)
 	if err != nil {
 		return fail("header: descr: %v", err)
 	}

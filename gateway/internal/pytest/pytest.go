@@ -69,3 +69,17 @@ func Run(tb testing.TB, python string, stdin []byte, args ...string) []byte {
 	}
 	return out.Bytes()
 }
+
+// Output runs python with args and stdin and returns stdout, stderr and
+// the exit error (for clients that are expected to fail).
+func Output(tb testing.TB, python string, stdin []byte, args ...string) (stdout, stderr []byte, err error) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, args...)
+	cmd.Stdin = bytes.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err = cmd.Run()
+	return out.Bytes(), errb.Bytes(), err
+}
