@@ -117,11 +117,24 @@ type EmbodimentInfo struct {
 	// StateGroups and ActionGroups are in model order.
 	StateGroups  []Group `json:"state_groups"`
 	ActionGroups []Group `json:"action_groups"`
+	// InstructionChars is the accepted instruction length in characters
+	// [min, max] (the plugin's language limits); zero means [1,
+	// MaxInstructionChars].
+	InstructionChars [2]int `json:"instruction_chars,omitempty"`
 	// ActionHorizon is the number of action steps the embodiment decodes
 	// (40 for DROID, 16 for libero_sim): the first ActionHorizon rows of
 	// the model's chunk (ModelInfo.ActionHorizon rows), the response's
 	// action_horizon and the row count of every action group.
 	ActionHorizon int `json:"action_horizon"`
+}
+
+// instructionChars is the accepted instruction length [lo, hi].
+func (e *EmbodimentInfo) instructionChars() (lo, hi int) {
+	lo, hi = max(e.InstructionChars[0], 1), e.InstructionChars[1]
+	if hi <= 0 {
+		hi = MaxInstructionChars
+	}
+	return lo, hi
 }
 
 // PreInput is what plugin.pre sees of a request.

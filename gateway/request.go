@@ -28,7 +28,8 @@ const (
 // the order the reference server documents them.
 var instructionAliases = []string{"instruction", "language", "prompt"}
 
-// MaxInstructionChars bounds the instruction (characters, not bytes).
+// MaxInstructionChars bounds the instruction (characters, not bytes) of an
+// embodiment whose plugin states no limit (EmbodimentInfo.InstructionChars).
 const MaxInstructionChars = 2000
 
 // Frame is one camera frame as a request sent it: a base64 string (JSON,
@@ -540,8 +541,12 @@ func validate(r *Request, info *EmbodimentInfo, model *ModelInfo) (*validated, e
 	if strings.TrimSpace(r.Instruction) == "" {
 		return nil, invalid(r.InstructionField, "%s: empty", r.InstructionField)
 	}
-	if n > MaxInstructionChars {
-		return nil, invalid(r.InstructionField, "%s: %d characters, at most %d", r.InstructionField, n, MaxInstructionChars)
+	lo, hi := info.instructionChars()
+	if n < lo {
+		return nil, invalid(r.InstructionField, "%s: %d characters, at least %d", r.InstructionField, n, lo)
+	}
+	if n > hi {
+		return nil, invalid(r.InstructionField, "%s: %d characters, at most %d", r.InstructionField, n, hi)
 	}
 	if r.Embodiment != "" && r.Embodiment != info.Name {
 		return nil, invalid(fieldEmbodiment, "embodiment: %q is not served (serving %q)", r.Embodiment, info.Name)

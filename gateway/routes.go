@@ -321,7 +321,7 @@ func (s *Server) infoMap(deps *Deps, e *entry) map[string]any {
 			"frame_order":         "per camera, oldest first",
 			"state_groups":        info.StateGroups,
 			"state_dtype":         []string{"float32", "float64"},
-			"instruction_chars":   []int{1, MaxInstructionChars},
+			"instruction_chars":   instructionRange(&info),
 			"instruction_aliases": instructionAliases,
 			"L_max":               e.b.Layout.MaxTextTokens,
 			"content_types":       []string{fiber.MIMEApplicationJSON, MIMEMsgpack},
@@ -348,6 +348,11 @@ func (s *Server) infoMap(deps *Deps, e *entry) map[string]any {
 		m[k] = v
 	}
 	return m
+}
+
+func instructionRange(info *EmbodimentInfo) []int {
+	lo, hi := info.instructionChars()
+	return []int{lo, hi}
 }
 
 // stageBlock is /info's "stage": what the backend serves, its stages, and —

@@ -450,3 +450,26 @@ func TestInterleavedEmbodimentsWithReloads(t *testing.T) {
 	wg.Wait()
 	assert.Zero(t, failures.Load())
 }
+
+// The instruction length limits come from the embodiment's plugin.
+func TestInstructionLimitsFromPlugin(t *testing.T) {
+	f := newFixture(t, true, func(c *config.Config, o *Options, f *fixture) {
+		b := secondBinding(t, "1.0.0", f.enc)
+		info := secondInfo("1.0.0")
+		info.InstructionChars = [2]int{1, 5}
+		b.Embodiment = &fakeEmbodiment{info: info}
+		b.Demo.Request, _ = json.Marshal(func() map[string]any {
+			m := demoRequest(t)
+			m["embodiment"], m["instruction"] = secondTag, "go"
+			return m
+		}())
+		b.Demo.Golden = nil
+		f.catalog.put(secondTag, b)
+	})
+	resp, b := f.do(t, "POST", "/predict", body(t, func(m map[string]any) { m["embodiment"] = secondTag; m["instruction"] = "pick up the cup" }), nil)
+	require.Equal(t, 400, resp.StatusCode, string(b))
+	assert.Contains(t, string(b), `"field":"instruction"`)
+	assert.Contains(t, string(b), "at most 5")
+	resp, _ = f.do(t, "POST", "/predict", body(t, func(m map[string]any) { m["instruction"] = "pick up the cup" }), nil)
+	assert.Equal(t, 200, resp.StatusCode, "the default embodiment keeps its own limit")
+}

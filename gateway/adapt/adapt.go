@@ -49,10 +49,23 @@ type Encoder struct {
 	keepRGB, keepPix int
 }
 
-// Limits are the backend's bounds on one request's images (device.Facts);
-// zero fields are unbounded.
+// Limits bound one request's images: the backend's image and patch-row
+// limits (device.Facts; zero is unbounded) and the accepted frame sides
+// (the plugin's layout frame_side, within image.DefaultLimits; zero is
+// image.DefaultLimits).
 type Limits struct {
 	MaxImages, MaxPatches int
+	FrameSide             image.Limits
+}
+
+// sides is the effective frame side limits.
+func (l Limits) sides() image.Limits {
+	d := image.DefaultLimits
+	s := l.FrameSide
+	if s.MinSide <= 0 && s.MaxSide <= 0 {
+		return d
+	}
+	return image.Limits{MinSide: max(s.MinSide, d.MinSide), MaxSide: min(max(s.MaxSide, 1), d.MaxSide)}
 }
 
 var _ gateway.Encoder = (*Encoder)(nil)
@@ -74,7 +87,7 @@ func NewEncoder(p *processor.Processor, limits Limits) (*Encoder, error) {
 	e.pix.Max = 4
 	e.rgb.Max = 4 * len(cfg.Cameras) * cfg.FramesPerCamera()
 	if g := cfg.RequireGrid; g != (image.Grid{}) {
-		r, err := image.NewAspectRule(cfg.Chain, g.H, g.W, image.DefaultLimits)
+		r, err := image.NewAspectRule(cfg.Chain, g.H, g.W, limits.sides())
 		if err != nil {
 			return nil, fmt.Errorf("adapt: aspect rule: %w", err)
 		}
@@ -149,7 +162,7 @@ func (e *Encoder) Decode(ctx context.Context, cams []gateway.CameraFrames) (*gat
 				*errp = e.rule.DecodeFrame(j.dst, j.cam, j.idx, j.src)
 				return
 			}
-			if err := image.Decode(j.dst, j.src, image.DefaultLimits); err != nil {
+			if err := image.Decode(j.dst, j.src, e.limits.sides()); err != nil {
 				*errp = &image.FrameError{Camera: j.cam, Index: j.idx, Err: err}
 			}
 		}(&jobs[k], &errs[k])
@@ -187,7 +200,7 @@ func (e *Encoder) rawFrame(dst *image.RGB, cam string, idx int, f *gateway.RawFr
 	if e.rule != nil {
 		err = e.rule.Check(f.Width, f.Height)
 	} else {
-		err = image.DefaultLimits.Check(f.Width, f.Height)
+		err = e.limits.sides().Check(f.Width, f.Height)
 	}
 	if err != nil {
 		return fail(err)

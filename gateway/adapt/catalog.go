@@ -244,7 +244,8 @@ func (c *Catalog) Open(ctx context.Context, cand Candidate) (_ *gateway.Binding,
 	if err != nil {
 		return nil, err
 	}
-	enc, err := NewEncoder(proc, Limits{MaxImages: facts.MaxImages, MaxPatches: facts.MaxPatches})
+	enc, err := NewEncoder(proc, Limits{MaxImages: facts.MaxImages, MaxPatches: facts.MaxPatches,
+		FrameSide: image.Limits{MinSide: d.Layout.FrameSide[0], MaxSide: d.Layout.FrameSide[1]}})
 	if err != nil {
 		return nil, err
 	}

@@ -25,7 +25,7 @@ func newPluginEmbodiment(p *plugins.Plugin) *pluginEmbodiment {
 	d := p.Describe()
 	info := gateway.EmbodimentInfo{
 		Name: d.Embodiment, ID: d.ProjectorSlot, Plugin: d.Name, PluginVersion: d.Version,
-		ActionHorizon: d.ActionHorizon,
+		ActionHorizon: d.ActionHorizon, InstructionChars: [2]int{d.Language.MinChars, d.Language.MaxChars},
 	}
 	for _, c := range d.Cameras {
 		info.Cameras = append(info.Cameras, c.Key)

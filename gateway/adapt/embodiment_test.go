@@ -21,6 +21,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/gr00tgw/gr00tgw/config"
+	"github.com/gr00tgw/gr00tgw/core/image"
 	"github.com/gr00tgw/gr00tgw/core/processor"
 	"github.com/gr00tgw/gr00tgw/core/text"
 	"github.com/gr00tgw/gr00tgw/gateway"
@@ -258,4 +259,18 @@ func TestRawFramesMatchPNG(t *testing.T) {
 	require.ErrorAs(t, err, &he)
 	assert.Equal(t, "images.wrist_image_left[0]", he.Field)
 	assert.Contains(t, he.Err.Error(), "patch grid")
+}
+
+// The plugin's frame_side narrows the accepted frame sides (never beyond
+// image.DefaultLimits).
+func TestEncoderFrameSides(t *testing.T) {
+	assert.Equal(t, image.DefaultLimits, Limits{}.sides())
+	assert.Equal(t, image.Limits{MinSide: 100, MaxSide: 1000}, Limits{FrameSide: image.Limits{MinSide: 100, MaxSide: 1000}}.sides())
+	assert.Equal(t, image.Limits{MinSide: 64, MaxSide: 4096}, Limits{FrameSide: image.Limits{MinSide: 1, MaxSide: 1 << 20}}.sides())
+	e := droidEncoder(t, Limits{FrameSide: image.Limits{MinSide: 200, MaxSide: 4096}})
+	_, err := e.Decode(context.Background(), caseAFrames(t))
+	var fe gateway.FieldError
+	require.ErrorAs(t, err, &fe)
+	assert.Equal(t, "images.exterior_image_1_left[0]", fe.Field())
+	assert.Contains(t, err.Error(), "[200, 4096]")
 }
