@@ -9,7 +9,9 @@
 //
 // The key table is derived once, by reflection, from the struct tags of
 // Config: `koanf` (YAML key segment), `flag` (flag name), `env` (extra
-// environment names, comma separated, lowest precedence first) and `usage`.
+// environment names, comma separated, lowest precedence first; a name
+// suffixed ":port" holds a port number only and means 0.0.0.0:<port>, for
+// a host:port key) and `usage`.
 // Adding a field with those tags is all it takes to add a key.
 package config
 
@@ -25,8 +27,12 @@ import (
 // is not useful; start from Default or Load. A Config is a plain value: copy
 // it freely (its one slice, Embodiments, is never modified in place).
 type Config struct {
-	// Addr is the listen address of the HTTP server (host:port).
-	Addr string `koanf:"addr" flag:"addr" usage:"HTTP listen address (host:port)"`
+	// Addr is the listen address of the HTTP server (host:port). The
+	// environment variable PORT, which Knative/KServe and most container
+	// platforms set, is an alias holding a port number only: PORT=8080
+	// means 0.0.0.0:8080 (every interface, IPv4 and IPv6); GR00TGW_ADDR,
+	// being later in the list, wins over it.
+	Addr string `koanf:"addr" flag:"addr" env:"PORT:port" usage:"HTTP listen address (host:port)"`
 	// ModelName is the served model name reported as "model" in responses.
 	ModelName string `koanf:"model_name" flag:"model-name" usage:"model name reported in responses and /health"`
 	// WeightsDir is the checkpoint directory (config.json, safetensors,

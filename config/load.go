@@ -52,6 +52,9 @@ type Key struct {
 
 	typ   reflect.Type
 	index []int
+	// portEnv names the aliases of Env that hold a port number only
+	// (tag suffix ":port"): their value N means 0.0.0.0:N.
+	portEnv map[string]bool
 }
 
 var (
@@ -99,7 +102,16 @@ func walk(t reflect.Type, prefix string, index []int) []Key {
 			panic("config: key[" + name + "] has no flag tag")
 		}
 		if aliases := f.Tag.Get("env"); aliases != "" {
-			k.Env = append(k.Env, strings.Split(aliases, ",")...)
+			for _, a := range strings.Split(aliases, ",") {
+				if n, ok := strings.CutSuffix(a, ":port"); ok {
+					if k.portEnv == nil {
+						k.portEnv = map[string]bool{}
+					}
+					k.portEnv[n] = true
+					a = n
+				}
+				k.Env = append(k.Env, a)
+			}
 		}
 		k.Env = append(k.Env, EnvPrefix+strings.ToUpper(strings.ReplaceAll(name, ".", "_")))
 		out = append(out, k)
@@ -231,6 +243,13 @@ func Load(src Sources) (*Loaded, error) {
 			if !ok {
 				continue
 			}
+			if key.portEnv[name] {
+				addr, err := portAddr(raw)
+				if err != nil {
+					return nil, &KeyError{Key: key.Name, Source: "env " + name, Err: err}
+				}
+				raw = addr
+			}
 			v, err := convert(key.typ, raw)
 			if err != nil {
 				return nil, &KeyError{Key: key.Name, Source: "env " + name, Err: err}
@@ -294,6 +313,21 @@ func Load(src Sources) (*Loaded, error) {
 		return nil, err
 	}
 	return &Loaded{Config: cfg, Provenance: prov}, nil
+}
+
+// portAddr reads a port-only environment alias (PORT=8080, as Knative and
+// KServe set it) as the listen address 0.0.0.0:8080: every interface,
+// IPv4 and IPv6 (Go listens dual-stack on the unspecified address). A
+// container's port is reached from outside the container, so a port-only
+// variable never means loopback. The value must be a number in
+// [1, 65535].
+func portAddr(raw string) (string, error) {
+	s := strings.TrimSpace(raw)
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > 65535 || s != strconv.Itoa(n) {
+		return "", fmt.Errorf("%q is not a port number in [1, 65535] (this variable holds a port only; set GR00TGW_ADDR for host:port)", raw)
+	}
+	return "0.0.0.0:" + s, nil
 }
 
 // KeyNames lists every key name, sorted.
