@@ -232,7 +232,8 @@ func (c *conn) stop() { c.once.Do(func() { close(c.stopCh) }) }
 type message struct {
 	typ  websocket.MessageType
 	data []byte
-	at   time.Time
+	at   time.Time // its first frame arrived (server_timing's cycle starts)
+	read time.Time // all of it is in memory (the message span starts)
 	err  error
 }
 
@@ -312,7 +313,7 @@ func (c *conn) read(ctx context.Context, dl *deadline) message {
 	if buf.Len() > s.o.MaxMessageBytes {
 		return message{err: &tooLargeError{limit: s.o.MaxMessageBytes}}
 	}
-	return message{typ: typ, data: buf.Bytes(), at: at}
+	return message{typ: typ, data: buf.Bytes(), at: at, read: time.Now()}
 }
 
 func (c *conn) serve() {
@@ -393,7 +394,7 @@ func (c *conn) serve() {
 			c.fail(schema("observation", "observation: expected a binary msgpack frame, got a text frame"), rid)
 			return
 		}
-		out, err := s.infer(pctx, m.data, rid, m.at, prevTotal, c.peer)
+		out, err := s.infer(pctx, m.data, rid, m.read, prevTotal, c.peer)
 		if err != nil {
 			c.fail(err, rid)
 			return

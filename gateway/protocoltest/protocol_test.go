@@ -74,13 +74,13 @@ func TestMain(m *testing.M) {
 
 // setup starts the real pipeline behind HTTP (in process), ZeroMQ and
 // openpi (loopback listeners), once for the package.
-func setup(t *testing.T) *env {
-	t.Helper()
+func setup(tb testing.TB) *env {
+	tb.Helper()
 	if testing.Short() {
-		t.Skip("-short: builds the plugins and serves the tiny checkpoint on the CPU backend")
+		tb.Skip("-short: builds the plugins and serves the tiny checkpoint on the CPU backend")
 	}
 	envOnce.Do(func() { theEnv, envErr = start() })
-	require.NoError(t, envErr)
+	require.NoError(tb, envErr)
 	return theEnv
 }
 

@@ -278,7 +278,7 @@ func (c *conn) serve() {
 		}
 		c.nc.SetReadDeadline(time.Now().Add(s.o.ReadTimeout)) //nolint:errcheck
 		frames, err := zc.ReadMessage()
-		start := time.Now()
+		start := time.Now() // the message is in memory: the host's work starts
 		var payload []byte
 		envelope := [][]byte{nil} // a REQ peer's empty delimiter
 		var tl *zmtp.TooLargeError
