@@ -403,6 +403,8 @@ func (c *conn) serve() {
 			return
 		}
 		prevTotal = time.Since(m.at)
+		s.log.Info("openpi request", "request_id", rid, "peer", c.peer, "bytes", len(m.data),
+			"duration_ms", float64(time.Since(m.read).Microseconds())/1e3)
 		dl.arm(s.o.IdleTimeout, errIdle)
 		select {
 		case <-c.stopCh:

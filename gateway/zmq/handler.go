@@ -55,7 +55,11 @@ func (s *Server) handle(ctx context.Context, payload []byte, peer string, start 
 		lvl("zmq request failed", "request_id", rid, "endpoint", endpoint, "peer", peer, "code", code, "err", err.Error(),
 			"duration_ms", float64(time.Since(start).Microseconds())/1e3)
 	} else {
-		s.log.Debug("zmq request", "request_id", rid, "endpoint", endpoint, "peer", peer,
+		lvl := s.log.Debug // ping, get_modality_config, reset: not worth a line each
+		if endpoint == "get_action" {
+			lvl = s.log.Info // as HTTP logs each /predict
+		}
+		lvl("zmq request", "request_id", rid, "endpoint", endpoint, "peer", peer,
 			"duration_ms", float64(time.Since(start).Microseconds())/1e3)
 	}
 	return marshalReply(rep, rid)

@@ -47,6 +47,7 @@ type ServerError struct {
 	CloseCode websocket.StatusCode
 }
 
+// Error formats the text frame with the close code.
 func (e *ServerError) Error() string {
 	return fmt.Sprintf("error in inference server (close %d):\n%s", e.CloseCode, e.Text)
 }

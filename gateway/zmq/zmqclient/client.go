@@ -60,6 +60,7 @@ type ServerError struct {
 	RequestID string
 }
 
+// Error formats the reply's message with its code and field.
 func (e *ServerError) Error() string {
 	if e.Field != "" {
 		return fmt.Sprintf("server error: %s (code %s, field %s)", e.Message, e.Code, e.Field)
@@ -243,8 +244,8 @@ type ModalityConfig struct {
 	// ActionConfigs holds {rep, type, format, state_key} per action key
 	// (nil for None); StateKey "" is None.
 	ActionConfigs []ActionConfig
-	// Marker is the marker key the map carried ("__ModalityConfig_class__"
-	// and/or "__ModalityConfig__").
+	// Markers are the marker keys the map carried
+	// ("__ModalityConfig_class__" and/or "__ModalityConfig__").
 	Markers []string
 	// Fields are the as_json keys, in wire order (upstream's dataclass
 	// accepts exactly five).

@@ -57,6 +57,7 @@ type TooLargeError struct {
 	Discarded bool
 }
 
+// Error says how large the message was and the limit.
 func (e *TooLargeError) Error() string {
 	return fmt.Sprintf("message of %d bytes exceeds the maximum message size of %d bytes", e.Size, e.Limit)
 }
