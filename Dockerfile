@@ -1,22 +1,28 @@
 # syntax=docker/dockerfile:1
-# Multi-stage build: compile the binary and the embodiment plugins with the
-# stock Go toolchain, then ship them with the embedded-default assets (the tiny
-# checkpoint, the vendored tokenizer) in a small runtime image.
+# The image `make image` builds without a daemon (internal/imagebuild), for
+# people who build with Docker: the build stage packs the plugins and lets
+# the same builder write the image's file system (static binary, tiny
+# checkpoint and its demos, tokenizer, plugins, /etc/passwd with the
+# non-root user 65532, CA bundle, /tmp, HOME) to /rootfs; the final stage is
+# that tree on an empty base with the same runtime configuration
+# (internal/imagebuild.RuntimeConfig; a test keeps the two in step).
+#
+#   docker build -t gr00tgw . && docker run --rm -p 8080:8080 gr00tgw
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN make build
+RUN make plugins && go run ./internal/imagebuild/cmd/gwimage --rootfs /rootfs
 
-FROM debian:bookworm-slim
-RUN useradd --system --home /var/lib/gr00tgw gr00tgw
-COPY --from=build /src/bin/gr00tgw /opt/gr00tgw/bin/gr00tgw
-COPY --from=build /src/build/plugins /opt/gr00tgw/build/plugins
-COPY --from=build /src/testdata/n17-tiny /opt/gr00tgw/testdata/n17-tiny
-COPY --from=build /src/testdata/tokenizer /opt/gr00tgw/testdata/tokenizer
-USER gr00tgw
-ENV GR00TGW_ADDR=0.0.0.0:20000
-EXPOSE 20000
+FROM scratch
+COPY --from=build /rootfs/ /
+# COPY makes files root-owned; HOME is the one tree the user writes.
+COPY --from=build --chown=65532:65532 /rootfs/home/gr00tgw /home/gr00tgw
+USER 65532:65532
+ENV PATH=/opt/gr00tgw/bin HOME=/home/gr00tgw GR00TGW_HOME=/opt/gr00tgw PORT=8080
+WORKDIR /home/gr00tgw
+EXPOSE 8080/tcp
+STOPSIGNAL SIGTERM
 ENTRYPOINT ["/opt/gr00tgw/bin/gr00tgw"]
 CMD ["serve"]

@@ -10,7 +10,7 @@ RACE_PKGS := ./gateway/... ./plugins/... ./core/tensor/... ./core/processor/... 
 # Fidelity tests (goldens, corpora, kernels): run again at every ISA level.
 ISA_PKGS  := ./core/... ./device/... ./embodiments/...
 
-.PHONY: all build plugins run test test-short test-arm64 vet bench bench-host bench-model fuzz docker clean
+.PHONY: all build plugins run test test-short test-arm64 vet bench bench-host bench-model fuzz docker image clean
 
 all: build
 
@@ -25,6 +25,19 @@ plugins:
 
 run: build
 	./$(BIN) serve
+
+# The OCI image, built without a daemon or a registry (internal/imagebuild):
+# a static binary (CGO_ENABLED=0), the plugins and the embedded default on
+# an empty base, non-root (65532), serving on $$PORT (8080). Writes
+# build/image/oci (an OCI layout) and build/image/gr00tgw.tar (a
+# docker-archive: podman load -i / docker load -i). File times are the
+# commit time, so the same commit gives the same digest.
+IMAGE_TAG ?= latest
+image: plugins
+	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 0) \
+	$(GO) run ./internal/imagebuild/cmd/gwimage --out build/image --tag $(IMAGE_TAG) \
+		--revision "$$(git rev-parse HEAD 2>/dev/null)" \
+		--version "$$(git describe --tags --always --dirty 2>/dev/null)"
 
 vet:
 	$(GO) vet ./...
