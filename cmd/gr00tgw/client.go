@@ -294,13 +294,14 @@ type protocol interface {
 // protocolNames lists --protocol's values in help order.
 var protocolNames = []string{"http", "zmq", "openpi"}
 
-// dialProtocol returns the implementation of protocol name for url.
-func dialProtocol(name, url string, timeout time.Duration) (protocol, error) {
+// dialProtocol returns the implementation of protocol name for url; the
+// robot protocols fetch the demo from the HTTP API at demoURL.
+func dialProtocol(ctx context.Context, name, url, demoURL string, timeout time.Duration) (protocol, error) {
 	switch name {
 	case "http":
 		return newHTTPProtocol(url, timeout), nil
 	case "zmq", "openpi":
-		return nil, fmt.Errorf("--protocol %s is not available in this build (its client package is not in the tree yet); use --protocol http", name)
+		return dialRobot(ctx, name, url, demoURL, timeout)
 	}
 	return nil, fmt.Errorf("%w: --protocol %q: want one of %s", errUsage, name, strings.Join(protocolNames, ", "))
 }
@@ -376,14 +377,15 @@ func flattenTiming(out map[string]float64, prefix string, m map[string]any) {
 
 // clientOptions are the flags smoke and bench share.
 type clientOptions struct {
-	url, protocol, embodiment, out string
+	url, protocol, embodiment, out, demoURL string
 	timeout, wait                  time.Duration
 }
 
 // addClientFlags defines the shared flags on fs.
 func addClientFlags(fs *pflag.FlagSet) *clientOptions {
 	o := &clientOptions{}
-	fs.StringVar(&o.url, "url", "http://127.0.0.1:20000", "server base URL")
+	fs.StringVar(&o.url, "url", "http://127.0.0.1:20000", "server address: http://HOST:PORT, tcp://HOST:PORT (zmq), ws://HOST:PORT (openpi)")
+	fs.StringVar(&o.demoURL, "demo-url", "http://127.0.0.1:20000", "the gateway's HTTP API, for the demo and its reference (--protocol zmq|openpi)")
 	fs.StringVar(&o.protocol, "protocol", "http", "wire protocol: "+strings.Join(protocolNames, "|"))
 	fs.StringVar(&o.embodiment, "embodiment", "", "embodiment tag whose demo to use (empty: the server's default)")
 	fs.StringVar(&o.out, "out", "", "also write the report as JSON here")
@@ -395,7 +397,7 @@ func addClientFlags(fs *pflag.FlagSet) *clientOptions {
 // connect dials the protocol and fetches the demo, retrying the fetch for
 // up to --wait while the server is not ready.
 func (o *clientOptions) connect(ctx context.Context) (protocol, *demoCase, error) {
-	p, err := dialProtocol(o.protocol, o.url, o.timeout)
+	p, err := dialProtocol(ctx, o.protocol, o.url, o.demoURL, o.timeout)
 	if err != nil {
 		return nil, nil, err
 	}

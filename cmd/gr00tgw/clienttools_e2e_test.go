@@ -87,3 +87,37 @@ func mustRead(t *testing.T, path string) string {
 	require.NoError(t, err)
 	return string(b)
 }
+
+// smoke and bench over the robot protocols: the demo's pixels as raw uint8
+// frames with a seed through ZeroMQ and openpi must reproduce HTTP
+// /predict of the same request bit for bit, for both embodiments.
+func TestClientToolsRobotProtocolsE2E(t *testing.T) {
+	bin, plugins := buildGateway(t)
+	zaddr, oaddr := pickPort(t), pickPort(t)
+	g := startGateway(t, bin, plugins, "--zmq-addr", zaddr, "--openpi-addr", oaddr)
+	for _, tc := range []struct{ protocol, url string }{
+		{"zmq", "tcp://" + zaddr},
+		{"openpi", "ws://" + oaddr},
+	} {
+		for _, emb := range []string{"oxe_droid_relative_eef_relative_joint", "libero_sim"} {
+			var out, errb bytes.Buffer
+			var code int
+			b := captureStdout(t, func() {
+				code = dispatch(context.Background(), []string{"smoke", "--protocol", tc.protocol, "--url", tc.url, "--demo-url", g.base,
+					"--embodiment", emb, "--wait", "60s"}, &out, &errb)
+			})
+			line := strings.TrimSpace(string(b))
+			t.Log(tc.protocol, line)
+			require.Equal(t, 0, code, "%s %s: %s%s", tc.protocol, emb, line, errb.String())
+			assert.True(t, strings.HasPrefix(line, "PASS"), line)
+			assert.Contains(t, line, "max|d|=0 ", "bit-identical to HTTP /predict")
+		}
+		var out, errb bytes.Buffer
+		var code int
+		b := captureStdout(t, func() {
+			code = dispatch(context.Background(), []string{"bench", "--protocol", tc.protocol, "--url", tc.url, "--demo-url", g.base, "--n", "3"}, &out, &errb)
+		})
+		require.Equal(t, 0, code, "%s bench: %s%s", tc.protocol, b, errb.String())
+		assert.Contains(t, string(b), "0 errors")
+	}
+}
