@@ -378,7 +378,7 @@ func flattenTiming(out map[string]float64, prefix string, m map[string]any) {
 // clientOptions are the flags smoke and bench share.
 type clientOptions struct {
 	url, protocol, embodiment, out, demoURL string
-	timeout, wait                  time.Duration
+	timeout, wait                           time.Duration
 }
 
 // addClientFlags defines the shared flags on fs.
