@@ -10,7 +10,7 @@ RACE_PKGS := ./gateway/... ./plugins/... ./core/tensor/... ./core/processor/... 
 # Fidelity tests (goldens, corpora, kernels): run again at every ISA level.
 ISA_PKGS  := ./core/... ./device/... ./embodiments/...
 
-.PHONY: all build plugins run test test-short test-arm64 vet bench bench-host bench-model fuzz docker image clean
+.PHONY: all build plugins run test test-short test-arm64 vet lint bench bench-host bench-model fuzz docker image clean
 
 all: build
 
@@ -41,6 +41,12 @@ image: plugins
 
 vet:
 	$(GO) vet ./...
+
+# staticcheck, pinned (fetched through the Go module proxy on first use);
+# build/ is git-ignored scratch space, not the module's code.
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+lint:
+	$(GO) run $(STATICCHECK) $$($(GO) list ./... | grep -v /build/)
 
 test: plugins vet
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v -e /gateway -e /plugins -e /core/tensor -e /core/processor -e /device/cpu)

@@ -192,6 +192,7 @@ func nativeABI(b *testing.B, c *caseA, reuse bool) func() {
 			v, _ := dec.Tensors[i].Float32s()
 			fresh = append(fresh, v...)
 		}
+		benchSink = len(fresh)
 	}
 }
 
@@ -253,3 +254,6 @@ func median(v []float64) float64 {
 	slices.Sort(s)
 	return s[len(s)/2]
 }
+
+// benchSink keeps the benchmarks' results alive.
+var benchSink int

@@ -52,6 +52,8 @@ func Build(ctx context.Context, pkgDir, out string, tags ...string) error {
 }
 
 func goTool() string {
+	// The toolchain that built this test, not whatever go is on PATH.
+	//lint:ignore SA1019 the running toolchain's root is what is wanted here
 	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
 		return p
 	}
