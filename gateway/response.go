@@ -31,7 +31,8 @@ type Timing struct {
 }
 
 // PredictResponse is the 200 body of POST /predict, field for field the
-// reference server's (seed §3), plus "plugin" and "request_id".
+// reference server's (README, "The HTTP API"), plus "plugin" and
+// "request_id".
 //
 // Numbers: actions are float32 values written as the exact decimal of the
 // double they convert to (what Python's json writes for numpy float32), so

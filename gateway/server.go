@@ -179,7 +179,7 @@ func (s *Server) routes() {
 	s.app.Get("/demo", s.demo)
 	s.app.Get("/v1/models", s.models)
 	s.app.Post("/predict", s.predict)
-	s.app.Post("/v1/predict", s.predict) // spec §9.8 spelling; same handler
+	s.app.Post("/v1/predict", s.predict) // versioned spelling for OIP/KServe-style clients; same handler
 	s.app.Get("/v2/models/:model", s.modelMetadata)
 	s.app.Get("/v2/models/:model/ready", s.modelReady)
 	s.app.Post("/admin/reload", s.adminReload)

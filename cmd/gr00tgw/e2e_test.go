@@ -420,7 +420,8 @@ const (
 )
 
 // TestE2EServe drives the real binary through the acceptance
-// list: demo fidelity over JSON and msgpack, every seed §3 error case,
+// list: demo fidelity over JSON and msgpack, every error case of the
+// reference server's HTTP contract (README, "The HTTP API"),
 // /metrics, exported spans, and a SIGTERM drain under load.
 func TestE2EServe(t *testing.T) {
 	bin, plugins := buildGateway(t)
@@ -577,7 +578,8 @@ func TestE2EServe(t *testing.T) {
 	})
 }
 
-// e2eErrorCases posts one request per seed §3 error (plus the schema
+// e2eErrorCases posts one request per error of the reference server's
+// HTTP contract (plus the schema
 // errors) and checks status, code and blamed field.
 func e2eErrorCases(t *testing.T, g *childGateway, demo *demoData) {
 	const (

@@ -306,7 +306,8 @@ func goldenShape(name string, shape []int) []int {
 	return shape
 }
 
-// writeInputs writes the encoded model inputs under their MANIFEST names.
+// writeInputs writes the encoded model inputs under the goldens' file names
+// (testdata/n17-tiny/caseA).
 func writeInputs(dir string, in *device.Inputs) error {
 	s := len(in.InputIDs)
 	wide := func(v []int32) []int64 {

@@ -9,8 +9,9 @@ import (
 // INTER_AREA) for 8-bit images with 1 to 4 interleaved channels, bit for bit
 // (modules/imgproc/src/resize.cpp: hal::resize, resizeAreaFast_Invoker,
 // computeResizeAreaTab, ResizeArea_Invoker, resizeGeneric_ with
-// HResizeLinear and the VResizeLinear<uchar,...> specialisation). See
-// ../shared/spec/preprocessing.md §3 for the derivation.
+// HResizeLinear and the VResizeLinear<uchar,...> specialisation), checked
+// bit for bit against Debian's cv2 4.6 (RATIONALE.md, "Image exactness
+// targets").
 
 // forceScalar disables the SIMD kernels (tests compare both paths).
 var forceScalar = false

@@ -11,7 +11,7 @@ import (
 //   - Torch: torch ≥ 2.1's CPU uint8 kernel behind
 //     torchvision.transforms.v2.functional.resize(BICUBIC, antialias=True)
 //     (ATen UpSampleKernel.cpp _compute_index_ranges_int16_weights +
-//     UpSampleKernelAVXAntialias.h), as restated in the goldens' MANIFEST:
+//     UpSampleKernelAVXAntialias.h):
 //     float64 weights normalised per output, quantised to int16 with one
 //     adaptive precision P per axis, round half away from zero; each pass
 //     computes clamp_u8((2^(P−1) + Σ w·x) >> P).

@@ -94,7 +94,8 @@ func TestNormLUT(t *testing.T) {
 }
 
 // TestPatchifyIndexForm checks Patchify against the index form of
-// transformers' view/permute (preprocessing.md §4.5), for DROID and for a
+// transformers' view/permute (Qwen2VLImageProcessor's patch flattening),
+// for DROID and for a
 // non-default patch/merge/temporal configuration.
 func TestPatchifyIndexForm(t *testing.T) {
 	for _, c := range []struct{ p, m, tp, w, h int }{{16, 2, 2, 448, 256}, {4, 3, 3, 36, 24}} {

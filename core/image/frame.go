@@ -85,7 +85,8 @@ func (e *FrameError) Unwrap() error { return e.Err }
 // Limits bounds frame sides in pixels (inclusive).
 type Limits struct{ MinSide, MaxSide int }
 
-// DefaultLimits is the seed contract: each side in [64, 4096].
+// DefaultLimits is the reference server's frame rule: each side in
+// [64, 4096].
 var DefaultLimits = Limits{MinSide: 64, MaxSide: 4096}
 
 // Check returns an error wrapping ErrFrameSize when w or h is outside the

@@ -114,8 +114,8 @@ type BackboneConfig struct {
 	Text   TextConfig
 	// ImageTokenID is the id of <|image_pad|> (151655).
 	ImageTokenID int
-	// Source says where the values came from: "builtin" (Cosmos-Reason2-2B,
-	// spec §4.2–4.3) or the path of a backbone_config.json.
+	// Source says where the values came from: "builtin" (Cosmos-Reason2-2B)
+	// or the path of a backbone_config.json.
 	Source string
 }
 
@@ -149,7 +149,8 @@ type Config struct {
 }
 
 // DefaultBackbone returns the built-in Cosmos-Reason2-2B (Qwen3-VL-2B)
-// backbone architecture of spec §4.2–4.3.
+// backbone architecture (nvidia/Cosmos-Reason2-2B's config.json, which a
+// GR00T checkpoint does not carry: upstream loads it from that repository).
 func DefaultBackbone() BackboneConfig {
 	return BackboneConfig{
 		Vision: VisionConfig{
@@ -168,7 +169,8 @@ func DefaultBackbone() BackboneConfig {
 	}
 }
 
-// DefaultConfig returns the real GR00T N1.7-3B configuration (spec §4.1) with
+// DefaultConfig returns the real GR00T N1.7-3B configuration (the
+// nvidia/GR00T-N1.7-3B config.json) with
 // the built-in backbone.
 func DefaultConfig() Config {
 	return Config{

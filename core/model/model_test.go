@@ -18,9 +18,10 @@ import (
 
 const tinyDir = "../../testdata/n17-tiny"
 
-// TestPlanRealInventory is the spec §4.5 inventory check: the real N1.7-3B
-// configuration implies 1,030 tensors (1,031 with lm_head) and 6,288,032,000
-// bytes of BF16 without lm_head.
+// TestPlanRealInventory checks the plan against the real nvidia/GR00T-N1.7-3B
+// snapshot (1,031 tensors, 6,910,361,856 bytes of BF16): the configuration
+// implies 1,030 tensors and 6,288,032,000 bytes without lm_head.weight, the
+// one stored tensor the model never reads (151,936 × 2,048).
 func TestPlanRealInventory(t *testing.T) {
 	cfg := DefaultConfig()
 	require.NoError(t, cfg.Validate())
@@ -40,7 +41,7 @@ func TestPlanRealInventory(t *testing.T) {
 	assert.Equal(t, int64(6_288_032_000), bytes)
 	assert.Equal(t, int64(622_329_856), lmBytes)
 	assert.Equal(t, int64(6_910_361_856), bytes+lmBytes)
-	// Spot checks from the spec's table.
+	// Spot checks of upstream's names and [out, in] shapes.
 	want := map[string][]int{
 		VisionPrefix + "blocks.23.attn.qkv.weight":                         {3072, 1024},
 		VisionPrefix + "deepstack_merger_list.2.linear_fc2.weight":         {2048, 4096},

@@ -4,7 +4,8 @@ import (
 	"fmt"
 )
 
-// Checkpoint tensor-name prefixes (upstream layout, spec §4.5).
+// Checkpoint tensor-name prefixes (upstream layout, as stored in
+// nvidia/GR00T-N1.7-3B's safetensors).
 const (
 	VisionPrefix     = "backbone.model.model.visual."
 	LLMPrefix        = "backbone.model.model.language_model."

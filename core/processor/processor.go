@@ -2,7 +2,8 @@
 // observation: frame decoding, the image eval chain and Qwen patch
 // flattening (core/image), the prompt and its tokens (core/text) and the
 // mRoPE position ids (core/rope), in the order and layout upstream's
-// Gr00tN1d7Processor + Qwen3VLProcessor produce them (spec gr00t-n17 §3).
+// Gr00tN1d7Processor (gr00t/model/gr00t_n1d7/processing_gr00t_n1d7.py) +
+// transformers' Qwen3VLProcessor produce them.
 package processor
 
 import (

@@ -1,6 +1,6 @@
 // Package rope computes the 3-D multimodal rotary position ids (mRoPE) of the
 // Qwen3-VL language model for one sequence, as transformers 4.57
-// Qwen3VLModel.get_rope_index does for images (spec gr00t-n17 §3.6).
+// Qwen3VLModel.get_rope_index does for images.
 package rope
 
 import (

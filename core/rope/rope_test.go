@@ -20,7 +20,7 @@ const (
 )
 
 // droidIDs builds the N1.7 DROID layout: 4 images of 112 pads and nText
-// text tokens (spec gr00t-n17 §3.5).
+// text tokens (the Qwen3-VL chat template's one user turn).
 func droidIDs(nText int) []int64 {
 	ids := []int64{imStart, user, nl}
 	for range 4 {
@@ -38,7 +38,9 @@ func droidIDs(nText int) []int64 {
 
 var droidGrids = []Grid{{1, 16, 28}, {1, 16, 28}, {1, 16, 28}, {1, 16, 28}}
 
-// TestSpecWorkedExample checks the table of spec gr00t-n17 §3.6.
+// TestSpecWorkedExample checks the DROID layout's position ids, worked out
+// by hand from get_rope_index (text block, 4 grids of 1×8×14 merged
+// tokens, trailing text).
 func TestSpecWorkedExample(t *testing.T) {
 	ids := droidIDs(8)
 	require.Len(t, ids, 469)

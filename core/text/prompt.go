@@ -109,7 +109,7 @@ func (t *Tokenizer) promptIDs() (promptIDs, error) {
 // len(imageTokens) images, image i contributing imageTokens[i] copies of
 // <|image_pad|> (grid_t·grid_h·grid_w / merge_size², 112 for a DROID frame),
 // in the layout of the Qwen3-VL chat template (one user turn, no system
-// turn, no generation prompt; spec gr00t-n17 §3.5):
+// turn, no generation prompt):
 //
 //	<|im_start|>user\n (<|vision_start|><|image_pad|>×n<|vision_end|>)×images TEXT<|im_end|>\n
 //

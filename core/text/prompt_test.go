@@ -42,7 +42,7 @@ func TestBuildPromptCaseA(t *testing.T) {
 	for i := range full {
 		require.Equal(t, int64(full[i]), p.InputIDs[i], "token %d", i)
 	}
-	// The spec's layout: 3 + 4×114 + L_text + 2.
+	// The N1.7 DROID layout: 3 + 4×114 + L_text + 2.
 	require.Equal(t, []int64{151644, 872, 198, 151652}, p.InputIDs[:4])
 	require.Equal(t, int64(151653), p.InputIDs[458])
 	require.Equal(t, []int64{151645, 198}, p.InputIDs[467:])

@@ -117,7 +117,7 @@ func TestGoldenEndToEnd(t *testing.T) {
 	}
 	// The bf16 golden (upstream's bf16 dtype flow) to PCC 0.9999: our fp32
 	// activations over the checkpoint's bf16 weights track it as the fp32
-	// reference does (MANIFEST: fp32 vs bf16 PCC 0.99999).
+	// reference does (the goldens' fp32 vs bf16 action_pred: PCC 0.99999).
 	bf := f32(t, "action_pred_bf16")
 	p := tensor.PCC(res.ActionPred, bf)
 	t.Logf("action_pred vs action_pred_bf16 PCC %.7f", p)

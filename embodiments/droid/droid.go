@@ -465,9 +465,9 @@ func validateCamerasSlow(obs *pdk.Observation) error {
 	return nil
 }
 
-// Post implements pdk.Plugin (spec §6): slice [:40, :17], un-normalise,
-// compose relative eef (T_abs = T_state·T_rel) and joints onto the raw
-// state, un-normalise the absolute gripper.
+// Post implements pdk.Plugin as upstream's post-processing does: slice
+// [:40, :17], un-normalise, compose relative eef (T_abs = T_state·T_rel)
+// and joints onto the raw state, un-normalise the absolute gripper.
 func (d *Droid) Post(in *pdk.PostInput) (*pdk.Actions, error) {
 	if !d.ready {
 		return nil, pdk.Errorf(abi.CodePluginError, "", "plugin not initialised")

@@ -15,9 +15,9 @@ import (
 	"github.com/gr00tgw/gr00tgw/plugins/plugintest"
 )
 
-// Goldens: testdata/n17-tiny (copied verbatim from
-// ../shared/goldens/n17-tiny, see its README.md and the MANIFEST there
-// for how the PyTorch/numpy reference produced them).
+// Goldens: testdata/n17-tiny, produced by an independent PyTorch/numpy
+// re-implementation of upstream N1.7 (testdata/n17-tiny/README.md says
+// where they were copied from).
 var goldenDir = filepath.Join("..", "..", "testdata", "n17-tiny")
 
 type caseA struct {

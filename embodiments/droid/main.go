@@ -2,7 +2,8 @@
 // (oxe_droid_relative_eef_relative_joint, projector slot 24): it validates
 // the observation, normalises the state with the checkpoint's q01/q99
 // statistics and decodes the model's relative action chunk into absolute
-// physical actions (spec gr00t-n17.md §3.7 and §6).
+// physical actions (upstream Isaac-GR00T gr00t/data/state_action/
+// state_action_processor.py and gr00t/data/state_action/droid_frame.py).
 //
 // Build:
 //

@@ -222,8 +222,8 @@ func TestPackErrors(t *testing.T) {
 	assert.Error(t, err)
 }
 
-// The mixed_dit arena of the n17-tiny golden checkpoint (repository copy of
-// shared/goldens/n17-tiny) has a pinned digest; `gr00tgw arena --weights
+// The mixed_dit arena of the n17-tiny golden checkpoint (testdata/n17-tiny)
+// has a pinned digest; `gr00tgw arena --weights
 // testdata/n17-tiny` prints the same one.
 func TestTinyCheckpointDigest(t *testing.T) {
 	set, err := safetensors.Open("../../testdata/n17-tiny")

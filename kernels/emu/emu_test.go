@@ -45,7 +45,7 @@ func (m *memo) Tensor(name string) ([]int, []float32, error) {
 	return s, d, err
 }
 
-// ---- straightforward fp32 reference of the DiT (spec §5.4) ----
+// ---- straightforward fp32 reference of the DiT (upstream AlternateVLDiT) ----
 
 func linear(w, b, x []float32, rows, n, k int) []float32 {
 	y := make([]float32, rows*n)

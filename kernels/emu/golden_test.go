@@ -16,8 +16,8 @@ import (
 	"github.com/gr00tgw/gr00tgw/kernels/schedule"
 )
 
-// tinyDir is the repository's copy of shared/goldens/n17-tiny (see
-// testdata/n17-tiny/README.md there).
+// tinyDir is the n17-tiny golden checkpoint (testdata/n17-tiny/README.md
+// says where it was copied from).
 const tinyDir = "../../testdata/n17-tiny"
 
 func readNpy(t *testing.T, name string) *npy.Array {

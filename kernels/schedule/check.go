@@ -4,8 +4,10 @@ import (
 	"fmt"
 )
 
-// WorkerL1 is the allocatable L1 per core the megakernel runs with
-// (worker_l1_size = 1,461,248 − 65,536 B, seed §1).
+// WorkerL1 is the allocatable L1 per core the megakernel runs with: the
+// reference server opens the Blackhole p150 with worker_l1_size =
+// 1,461,248 − 65,536 B (the 64 KiB cut leaves the kernel-config ring the
+// megakernel binaries need) and reports it in /info's stage block.
 const WorkerL1 = 1_395_712
 
 // L1 model constants (bytes).

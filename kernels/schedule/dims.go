@@ -78,7 +78,8 @@ func (d Dims) Validate() error {
 // BlockKind is the attention kind of a DiT block.
 type BlockKind uint8
 
-// Block kinds of AlternateVLDiT (spec §5.4): odd blocks self-attend, even
+// Block kinds of upstream's AlternateVLDiT (gr00t/model/modules/dit.py,
+// attend_text_every_n_blocks = 2): odd blocks self-attend, even
 // blocks cross-attend to the non-image tokens when i mod 4 = 0 and to the
 // image tokens when i mod 4 = 2.
 const (

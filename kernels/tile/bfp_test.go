@@ -15,7 +15,7 @@ func f32(u uint32) float32 { return math.Float32frombits(u) }
 
 func ownExp(f float32) uint8 { return uint8(math.Float32bits(f) >> 23) }
 
-// Spec §7.1: tt-metal's test_blockfloat_common.cpp single values with the
+// tt-metal's test_blockfloat_common.cpp single values with the
 // shared exponent set to the value's own exponent.
 func TestBfp8SingleValuesTTMetal(t *testing.T) {
 	cases := []struct {
@@ -48,7 +48,9 @@ func TestBfp8SingleValuesTTMetal(t *testing.T) {
 	assert.Equal(t, uint8(0x85), ownExp(64.75))
 }
 
-// Spec §7.2: one row of 16 with S = 0x81.
+// Derived from tt-metal's scalar packer (convert_u32_to_bfp,
+// tt_metal/impl/data_format/blockfloat_common.cpp): one row of 16 with
+// S = 0x81.
 func TestBfp8RowS81(t *testing.T) {
 	in := []float32{4.0, 1.0, -1.5, 0.1, 0, f32(0x80000000), 1e-40, 1.0 / 32, 1.0 / 64, 1.0 / 128, 3.75, -3.9, 0.33, 1.999, 2.0, -4.0}
 	codes := []uint8{0x40, 0x10, 0x98, 0x02, 0, 0, 0, 0, 0, 0, 0x3C, 0xBE, 0x05, 0x20, 0x20, 0xC0}
@@ -63,7 +65,8 @@ func TestBfp8RowS81(t *testing.T) {
 	}
 }
 
-// Spec §7.2: the lost sticky bit.
+// The lost sticky bit: bits shifted out below the shared exponent never
+// reach the rounding decision (convert_u32_to_bfp).
 func TestBfp8LostStickyBit(t *testing.T) {
 	for _, c := range []struct {
 		bits uint32
@@ -85,7 +88,8 @@ func TestBfp8LostStickyBit(t *testing.T) {
 	}
 }
 
-// Spec §7.2 special values and a table of further edge cases.
+// Special values (derived from convert_u32_to_bfp) and a table of further
+// edge cases.
 func TestBfp8EdgeCases(t *testing.T) {
 	inf, nan := float32(math.Inf(1)), f32(0x7FC00000)
 	type tc struct {
@@ -122,7 +126,8 @@ func TestBfp8EdgeCases(t *testing.T) {
 	}
 }
 
-// Spec §7.2 unpack with S = 127 and the S = 6 host flush.
+// Unpack (unpack_bfp8_tiles_into_float_vec) with S = 127 and the S = 6
+// host flush.
 func TestBfp8Decode(t *testing.T) {
 	for code, want := range map[uint8]float32{
 		0x01: 0.015625, 0x20: 0.5, 0x3F: 0.984375, 0x40: 1.0, 0x7F: 1.984375, 0x81: -0.015625, 0xFF: -1.984375,
@@ -151,7 +156,7 @@ func TestBfp8Decode(t *testing.T) {
 	}
 }
 
-// Spec §7.2: whole-tile vectors.
+// Whole-tile vectors (derived from convert_u32_to_bfp).
 func TestBfp8WholeTiles(t *testing.T) {
 	ones := make([]float32, Elems)
 	for i := range ones {
@@ -183,7 +188,8 @@ func TestBfp8WholeTiles(t *testing.T) {
 	assert.Equal(t, "52eac8dacb1afd2a1296ef370632a12e8ba22b619cfdf1d226040d1daab9db2d", hex.EncodeToString(sum[:]))
 }
 
-// Spec §1.5 worked mapping.
+// Worked mapping of the tile byte layout (64 exponent bytes, then the
+// mantissas face by face, faces in row-major order).
 func TestLayoutMapping(t *testing.T) {
 	for _, c := range []struct{ r, c, exp, man int }{{0, 16, 16, 320}, {16, 0, 32, 576}, {17, 20, 49, 852}} {
 		i := Index(c.r, c.c)

@@ -1,7 +1,8 @@
 // Package actionhead runs the GR00T N1.7 action head on the CPU: the VL
 // adapter (vlln + vl_self_attention), the embodiment-conditioned state and
 // action projectors, the AlternateVLDiT and the 4-step flow-matching Euler
-// sampler (spec §5).
+// sampler (upstream Isaac-GR00T gr00t/model/gr00t_n1d7/gr00t_n1d7.py and
+// gr00t/model/modules/dit.py, read at 626af89).
 //
 // A Model holds the packed weights and every quantity that depends only on
 // the weights and the fixed timestep buckets (timestep embeddings, AdaLN
@@ -50,7 +51,9 @@ type Config struct {
 	TimestepInDim   int // diffusers Timesteps channels feeding linear_1 (256, fixed upstream)
 }
 
-// DefaultConfig returns the real GR00T N1.7-3B action-head sizes (spec §4.1).
+// DefaultConfig returns the real GR00T N1.7-3B action-head sizes (the
+// nvidia/GR00T-N1.7-3B config.json; upstream's class defaults differ, e.g.
+// 16 DiT layers).
 func DefaultConfig() Config {
 	return Config{
 		BackboneDim: 2048, Width: 1536, Heads: 32, HeadDim: 48, Layers: 32, OutputDim: 1024, HiddenSize: 1024,

@@ -3,7 +3,8 @@
 // rotary, pre-norm ViT blocks, deepstack and final mergers) and the Qwen3
 // text decoder truncated to select_layer (interleaved mRoPE, QK-norm, GQA,
 // deepstack injection), returning the last kept layer's output before the
-// final norm (spec §4.2–4.4, MANIFEST of the n17-tiny goldens).
+// final norm (upstream's gr00t/model/modules/qwen3_backbone.py reads
+// hidden_states[-1] of transformers' Qwen3-VL, the pre-norm output).
 //
 // Weights are widened from the checkpoint once (BF16 → fp32) and packed with
 // tensor.Kernels. A Model is immutable after Load and may back several
@@ -25,9 +26,10 @@ import (
 // token ids). The gateway maps it to a client error.
 var ErrInput = errors.New("backbone: invalid input")
 
-// TapFunc receives a named intermediate tensor (names as in the n17-tiny
-// MANIFEST: vision_patch_embed, vision_pos_embed, vision_block_i,
-// vision_deepstack_i, vision_merger, llm_inputs_embeds, llm_layer_i). data
+// TapFunc receives a named intermediate tensor (named as the goldens' files
+// in testdata/n17-tiny/caseA: vision_patch_embed, vision_pos_embed,
+// vision_block_i, vision_deepstack_i, vision_merger, llm_inputs_embeds,
+// llm_layer_i). data
 // is a view into runner buffers, valid only during the call.
 type TapFunc func(name string, shape []int, data []float32)
 
