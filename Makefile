@@ -10,7 +10,7 @@ RACE_PKGS := ./gateway/... ./plugins/... ./core/tensor/... ./core/processor/... 
 # Fidelity tests (goldens, corpora, kernels): run again at every ISA level.
 ISA_PKGS  := ./core/... ./device/... ./embodiments/...
 
-.PHONY: all build plugins run test test-short test-arm64 vet lint bench bench-host bench-model fuzz docker image clean
+.PHONY: all build plugins run test test-short test-arm64 vet lint bench bench-host bench-model fuzz docker image manifests check-deploy clean
 
 all: build
 
@@ -38,6 +38,18 @@ image: plugins
 	$(GO) run ./internal/imagebuild/cmd/gwimage --out build/image --tag $(IMAGE_TAG) \
 		--revision "$$(git rev-parse HEAD 2>/dev/null)" \
 		--version "$$(git describe --tags --always --dirty 2>/dev/null)"
+
+# The plain manifests of deploy/k8s: the Helm chart deploy/helm/gr00tgw
+# rendered offline with Helm's own engine (helm.sh/helm/v3 as a library)
+# for every value set (defaults, deploy/helm/values/*.yaml).
+manifests:
+	$(GO) run ./internal/deploycheck/cmd/gwchart render
+
+# helm lint --strict, render, validate every object against the strict
+# schemas of deploy/schemas, compare with deploy/k8s (make test runs the
+# same checks as Go tests in internal/deploycheck).
+check-deploy:
+	$(GO) run ./internal/deploycheck/cmd/gwchart check
 
 vet:
 	$(GO) vet ./...
