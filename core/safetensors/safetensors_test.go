@@ -144,6 +144,50 @@ func TestOpenMissing(t *testing.T) {
 	require.True(t, errors.Is(err, ErrNotFound), err)
 }
 
+// TestBF16ViewAndRelease: BF16 yields the bits Float32 widens (a view, no
+// copy), other dtypes report ok = false, and Release leaves every view
+// readable (the pages fault in again from the file).
+func TestBF16ViewAndRelease(t *testing.T) {
+	p := filepath.Join("..", "..", "testdata", "n17-tiny", "model.safetensors")
+	s, err := Open(p)
+	require.NoError(t, err)
+	defer s.Close()
+	names := s.Names()
+	views := map[string][]uint16{}
+	for _, n := range names {
+		h, ok, err := s.BF16(n)
+		require.NoError(t, err)
+		require.True(t, ok, n)
+		views[n] = h
+	}
+	for _, n := range names {
+		require.NoError(t, s.Release(n))
+	}
+	for _, n := range names {
+		f, err := s.Float32(n)
+		require.NoError(t, err)
+		require.Len(t, views[n], len(f), n)
+		for i, v := range f {
+			if math.Float32bits(v) != uint32(views[n][i])<<16 {
+				t.Fatalf("%s[%d]: view %#04x, Float32 %v", n, i, views[n][i], v)
+			}
+		}
+	}
+	_, _, err = s.BF16("zzz")
+	require.ErrorIs(t, err, ErrNotFound)
+	require.NoError(t, s.Release("zzz"))
+
+	dir := t.TempDir()
+	writeFile(t, dir, SingleFile, []TensorInfo{{Name: "a", DType: F32, Shape: []int{2}}}, [][]byte{f32bytes(1, 2)})
+	s2, err := Open(dir)
+	require.NoError(t, err)
+	defer s2.Close()
+	h, ok, err := s2.BF16("a")
+	require.NoError(t, err)
+	require.False(t, ok)
+	require.Nil(t, h)
+}
+
 func TestBF16RoundTrip(t *testing.T) {
 	cases := map[float32]uint16{1: 0x3f80, -2: 0xc000, float32(math.Inf(1)): 0x7f80, 0: 0}
 	for f, want := range cases {

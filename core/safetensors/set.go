@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -314,6 +315,64 @@ func BF16FromFloat32(f float32) uint16 {
 		return 0x7FC0
 	}
 	return uint16((u + 0x7FFF + ((u >> 16) & 1)) >> 16)
+}
+
+// BF16 returns a BF16 tensor's elements as their bit patterns (the high
+// half of each fp32 pattern), without widening: a view into the mapping
+// (valid until Close, must not be written) when the bytes are 2-byte
+// aligned on a little-endian host, else a copy. ok is false, with no
+// error, when the tensor's dtype is not BF16.
+func (s *Set) BF16(name string) (bits []uint16, ok bool, err error) {
+	info, found := s.Info(name)
+	if !found {
+		return nil, false, fmt.Errorf("safetensors: tensor[%s]: %w", name, ErrNotFound)
+	}
+	if info.DType != BF16 {
+		return nil, false, nil
+	}
+	b, _ := s.Bytes(name)
+	n := len(b) / 2
+	if n == 0 {
+		return []uint16{}, true, nil
+	}
+	if littleEndian && uintptr(unsafe.Pointer(&b[0]))%2 == 0 {
+		return unsafe.Slice((*uint16)(unsafe.Pointer(&b[0])), n), true, nil
+	}
+	out := make([]uint16, n)
+	for i := range out {
+		out[i] = binary.LittleEndian.Uint16(b[2*i:])
+	}
+	return out, true, nil
+}
+
+var littleEndian = func() bool {
+	x := uint16(1)
+	return *(*byte)(unsafe.Pointer(&x)) == 1
+}()
+
+// Release drops the pages holding a tensor's bytes from the process's
+// resident set (madvise MADV_DONTNEED on the read-only shared mapping,
+// rounded out to whole pages): a loader that has copied a tensor calls it
+// so that the mapped checkpoint does not stay resident next to the
+// copies. The page cache keeps the file's pages and views stay valid: a
+// later read faults them in again (neighbouring tensors sharing a boundary
+// page included). Unknown names are ignored.
+func (s *Set) Release(name string) error {
+	f, ok := s.byName[name]
+	if !ok || f.data == nil {
+		return nil
+	}
+	t := f.Header.Tensors[f.byName[name]]
+	page := int64(os.Getpagesize())
+	lo := (f.Header.DataStart + t.Begin) / page * page
+	hi := min((f.Header.DataStart+t.End+page-1)/page*page, int64(len(f.data)))
+	if hi <= lo {
+		return nil
+	}
+	if err := unix.Madvise(f.data[lo:hi], unix.MADV_DONTNEED); err != nil {
+		return fmt.Errorf("safetensors: tensor[%s]: madvise: %w", name, err)
+	}
+	return nil
 }
 
 // Close unmaps every file. It is safe to call more than once.
