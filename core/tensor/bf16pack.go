@@ -58,14 +58,7 @@ func (bk *blockedKernels) PackLinearBF16(w []uint16, n, k int) Packed {
 		return bk.PackLinear(widenAll(w, n*k), n, k)
 	}
 	bp := bk.newPackedBF16(n, k)
-	nr := bk.nr
-	for j := 0; j < n; j++ {
-		panel := bp.h[(j/nr)*k*nr:]
-		c := j % nr
-		for p, v := range w[j*k : j*k+k] {
-			panel[p*nr+c] = v
-		}
-	}
+	packPanels(bp.h, w, n, k, bk.nr)
 	return bp
 }
 

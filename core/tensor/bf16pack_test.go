@@ -61,3 +61,26 @@ func TestMatMulActUnfusedFallback(t *testing.T) {
 	require.Equal(t, want, got[:m*n])
 	require.Equal(t, float32(-1), got[m*n], "wrote past m·n")
 }
+
+// TestPackPanelsLayout holds packPanels (blocked, on the team above
+// packParallelMin values) to the panel layout written naively, for shapes
+// with a ragged last panel and a ragged last column block.
+func TestPackPanelsLayout(t *testing.T) {
+	for _, sh := range [][3]int{{150, 77, 64}, {301, 333, 64}, {37, 2000, 8}, {1, 130, 16}} {
+		n, k, nr := sh[0], sh[1], sh[2]
+		src := make([]uint16, n*k)
+		for i := range src {
+			src[i] = uint16(i*7 + 3)
+		}
+		panels := (n + nr - 1) / nr
+		want := make([]uint16, panels*k*nr)
+		for j := range n {
+			for p := range k {
+				want[(j/nr)*k*nr+p*nr+j%nr] = src[j*k+p]
+			}
+		}
+		got := make([]uint16, len(want))
+		packPanels(got, src, n, k, nr)
+		require.Equal(t, want, got, "n=%d k=%d nr=%d (parallel %v)", n, k, nr, n*k >= packParallelMin)
+	}
+}

@@ -131,19 +131,58 @@ func (bk *blockedKernels) newPacked(n, k int) *blockedPacked {
 func (bk *blockedKernels) PackLinear(w []float32, n, k int) Packed {
 	checkPack("PackLinear", len(w), n, k)
 	bp := bk.newPacked(n, k)
-	nr := bk.nr
-	for j := 0; j < n; j++ {
-		panel := bp.w[(j/nr)*k*nr:]
-		c := j % nr
-		row := w[j*k : j*k+k]
-		for p, v := range row {
-			panel[p*nr+c] = v
-		}
-	}
+	packPanels(bp.w, w, n, k, bk.nr)
 	if bk.bf16w {
 		bp.narrow()
 	}
 	return bp
+}
+
+// packPanels transposes the rows of src ([n, k], nn.Linear layout) into
+// dst's ⌈n/nr⌉ panels of [k][nr] (dst zeroed past n), one panel per part on
+// the worker team when the weight is large enough to pay for it. Within a
+// panel it moves blocks of packKB columns: the block's destination (packKB
+// × nr values) stays in L1 while nr row segments are read sequentially, so
+// a real-size checkpoint packs at memory speed instead of one cache miss
+// per value.
+func packPanels[T uint16 | float32](dst, src []T, n, k, nr int) {
+	j := &packJob[T]{dst: dst, src: src, n: n, k: k, nr: nr}
+	panels := (n + nr - 1) / nr
+	if n*k < packParallelMin {
+		for p := range panels {
+			j.run(p, 0)
+		}
+		return
+	}
+	defaultTeam().parallelFor(j, panels)
+}
+
+// packParallelMin is the weight size (values) from which packPanels uses
+// the team.
+const packParallelMin = 1 << 16
+
+// packKB is the column block of packPanels.
+const packKB = 64
+
+type packJob[T uint16 | float32] struct {
+	dst, src []T
+	n, k, nr int
+}
+
+func (j *packJob[T]) run(part, _ int) {
+	nr, k := j.nr, j.k
+	panel := j.dst[part*k*nr : (part+1)*k*nr]
+	j0 := part * nr
+	rows := min(nr, j.n-j0)
+	for p0 := 0; p0 < k; p0 += packKB {
+		p1 := min(p0+packKB, k)
+		blk := panel[p0*nr : p1*nr]
+		for c := range rows {
+			for i, v := range j.src[(j0+c)*k+p0 : (j0+c)*k+p1] {
+				blk[i*nr+c] = v
+			}
+		}
+	}
 }
 
 // PackKN packs w ([k, n], x·W layout) into NR-wide panels. It panics if
