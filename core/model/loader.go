@@ -180,6 +180,25 @@ func (c *Checkpoint) Float32(name string) ([]float32, error) {
 	return c.set.Float32(name)
 }
 
+// BF16 returns the planned tensor name's bf16 bit patterns without
+// widening (safetensors.Set.BF16: a view into the mapping, valid until
+// Close); ok is false, with no error, when the checkpoint stores it in
+// another dtype (then use Float32). Names outside the plan are an error.
+func (c *Checkpoint) BF16(name string) (bits []uint16, ok bool, err error) {
+	t, found := c.spec[name]
+	if !found {
+		return nil, false, fmt.Errorf("model: tensor[%s] is not in the plan", name)
+	}
+	if !t.Used {
+		return nil, false, fmt.Errorf("model: tensor[%s] is not used for inference", name)
+	}
+	return c.set.BF16(name)
+}
+
+// Release drops the mapped pages of tensor name from the resident set once
+// the caller holds its own copy (safetensors.Set.Release).
+func (c *Checkpoint) Release(name string) error { return c.set.Release(name) }
+
 // Set exposes the underlying safetensors set (for raw-byte access, e.g. a
 // bf16 weight policy). It stays valid until Close.
 func (c *Checkpoint) Set() *safetensors.Set { return c.set }

@@ -434,7 +434,8 @@ type plainWeights struct{ w Weights }
 func (p plainWeights) Float32(name string) ([]float32, []int, error) { return p.w.Float32(name) }
 
 // TestSlotPathMatchesFull loads the projectors through SlotWeights and
-// through whole-tensor reads: the denoise results must be bit-identical.
+// through whole-tensor reads, and the weights as bf16 bits into bf16
+// panels: the denoise results must be bit-identical.
 func TestSlotPathMatchesFull(t *testing.T) {
 	f := loadTiny(t, tensor.Default())
 	set, err := safetensors.Open(filepath.Join(tinyDir, "model.safetensors"))
@@ -453,4 +454,10 @@ func TestSlotPathMatchesFull(t *testing.T) {
 		return out
 	}
 	require.Equal(t, run(f.m), run(m2))
+	// bf16 panels packed straight from the checkpoint's bits (BF16Weights).
+	_, ok = FromSafetensors(set).(BF16Weights)
+	require.True(t, ok)
+	m3, err := Load(f.cfg, FromSafetensors(set), tensor.DefaultBF16Weights(), droidSlot)
+	require.NoError(t, err)
+	require.Equal(t, run(m2), run(m3))
 }

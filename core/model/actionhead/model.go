@@ -37,11 +37,36 @@ type SlotWeights interface {
 	Float32Slot(name string, slot int) ([]float32, []int, error)
 }
 
+// BF16Weights is optionally implemented by a Weights (FromSafetensors
+// does): BF16 yields a tensor's bf16 bit patterns without widening (ok
+// false, no error, when it is stored in another dtype) and Release says the
+// loader holds its own copy of a tensor. Load then packs every weight
+// matrix straight from the bits (tensor.PackLinearBF16 / PackKNBF16: bf16
+// panels with bf16-storage kernels), and releases each tensor once copied,
+// so that neither a widened fp32 copy nor the mapped checkpoint stays
+// resident. The values, and so the results, are those of Float32.
+type BF16Weights interface {
+	BF16(name string) (bits []uint16, shape []int, ok bool, err error)
+	Release(name string) error
+}
+
 // FromSafetensors adapts a safetensors Set (BF16, F16 or F32 tensors) to
-// Weights (and SlotWeights). The Set must stay open while Load runs.
+// Weights (and SlotWeights, BF16Weights). The Set must stay open while
+// Load runs.
 func FromSafetensors(s *safetensors.Set) Weights { return setWeights{s} }
 
 type setWeights struct{ s *safetensors.Set }
+
+func (w setWeights) BF16(name string) ([]uint16, []int, bool, error) {
+	info, ok := w.s.Info(name)
+	if !ok {
+		return nil, nil, false, fmt.Errorf("tensor[%s]: %w", name, safetensors.ErrNotFound)
+	}
+	h, ok, err := w.s.BF16(name)
+	return h, info.Shape, ok, err
+}
+
+func (w setWeights) Release(name string) error { return w.s.Release(name) }
 
 func (w setWeights) Float32(name string) ([]float32, []int, error) {
 	info, ok := w.s.Info(name)
@@ -203,25 +228,80 @@ func (l *loader) getSlot(name string, slot int, shape ...int) []float32 {
 	return data
 }
 
+// bits returns slot (≥ 0) or all (slot < 0) of a tensor of the given
+// shape as bf16 bits when the weights offer them (BF16Weights), else nil.
+func (l *loader) bits(name string, slot int, shape ...int) []uint16 {
+	bw, ok := l.w.(BF16Weights)
+	if !ok || l.err != nil {
+		return nil
+	}
+	full := Prefix + name
+	h, got, ok, err := bw.BF16(full)
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	switch {
+	case err != nil:
+	case !ok:
+		return nil
+	case !slices.Equal(got, shape):
+		err = fmt.Errorf("shape %v, want %v", got, shape)
+	case len(h) != n:
+		err = fmt.Errorf("shape %v but %d values", got, len(h))
+	}
+	if err != nil {
+		l.err = fmt.Errorf("actionhead: tensor[%s]: %w: %w", full, ErrWeights, err)
+		return nil
+	}
+	if slot >= 0 {
+		per := n / shape[0]
+		h = h[slot*per : (slot+1)*per]
+	}
+	return h
+}
+
+// release tells BF16Weights that the loader is done with a tensor.
+func (l *loader) release(name string) {
+	if bw, ok := l.w.(BF16Weights); ok && l.err == nil {
+		if err := bw.Release(Prefix + name); err != nil {
+			l.err = fmt.Errorf("actionhead: tensor[%s]: %w", Prefix+name, err)
+		}
+	}
+}
+
 // linear loads nn.Linear weight [out, in] and bias [out].
 func (l *loader) linear(name string, out, in int) linear {
-	w := l.get(name+".weight", out, in)
+	var p tensor.Packed
+	if h := l.bits(name+".weight", -1, out, in); h != nil {
+		p = tensor.PackLinearBF16(l.k, h, out, in)
+	} else if w := l.get(name+".weight", out, in); w != nil {
+		p = l.k.PackLinear(w, out, in)
+	}
+	l.release(name + ".weight")
 	b := l.get(name+".bias", out)
+	l.release(name + ".bias")
 	if l.err != nil {
 		return linear{}
 	}
-	return linear{w: l.k.PackLinear(w, out, in), b: b}
+	return linear{w: p, b: b}
 }
 
 // category loads slot id of a CategorySpecificLinear: W [E, in, out] used as
 // x·W[id], b [E, out]. Rows [r0, r1) of W[id] (input features) are packed.
-func (l *loader) category(name string, e, in, out, id, r0, r1 int) (linear, []float32) {
-	slot := l.getSlot(name+".W", id, e, in, out)
+func (l *loader) category(name string, e, in, out, id, r0, r1 int) linear {
+	var p tensor.Packed
+	if h := l.bits(name+".W", id, e, in, out); h != nil {
+		p = tensor.PackKNBF16(l.k, h[r0*out:r1*out], r1-r0, out)
+	} else if slot := l.getSlot(name+".W", id, e, in, out); slot != nil {
+		p = l.k.PackKN(slot[r0*out:r1*out], r1-r0, out)
+	}
+	l.release(name + ".W")
 	bias := slices.Clone(l.getSlot(name+".b", id, e, out))
 	if l.err != nil {
-		return linear{}, nil
+		return linear{}
 	}
-	return linear{w: l.k.PackKN(slot[r0*out:r1*out], r1-r0, out), b: bias}, slot
+	return linear{w: p, b: bias}
 }
 
 // apply1 computes y = x·Wᵀ + b for one row through the kernels.
@@ -353,19 +433,19 @@ func load(cfg Config, w Weights, k tensor.Kernels, withDiT bool, embodiments []i
 			continue
 		}
 		p := &projectors{id: id}
-		p.st1, _ = l.category("state_encoder.layer1", E, S, Hd, id, 0, S)
-		p.st2, _ = l.category("state_encoder.layer2", E, Hd, W, id, 0, Hd)
-		p.a1, _ = l.category("action_encoder.W1", E, A, W, id, 0, A)
-		var w2 []float32
-		p.a2, w2 = l.category("action_encoder.W2", E, 2*W, W, id, 0, W)
-		p.a3, _ = l.category("action_encoder.W3", E, W, W, id, 0, W)
-		p.d1, _ = l.category("action_decoder.layer1", E, cfg.OutputDim, Hd, id, 0, cfg.OutputDim)
-		p.d2, _ = l.category("action_decoder.layer2", E, Hd, A, id, 0, Hd)
+		p.st1 = l.category("state_encoder.layer1", E, S, Hd, id, 0, S)
+		p.st2 = l.category("state_encoder.layer2", E, Hd, W, id, 0, Hd)
+		p.a1 = l.category("action_encoder.W1", E, A, W, id, 0, A)
+		p.a2 = l.category("action_encoder.W2", E, 2*W, W, id, 0, W)
+		// The timestep half of W2 (rows W..2W), used only here.
+		w2e := l.category("action_encoder.W2", E, 2*W, W, id, W, 2*W)
+		p.a3 = l.category("action_encoder.W3", E, W, W, id, 0, W)
+		p.d1 = l.category("action_decoder.layer1", E, cfg.OutputDim, Hd, id, 0, cfg.OutputDim)
+		p.d2 = l.category("action_decoder.layer2", E, Hd, A, id, 0, Hd)
 		if l.err != nil {
 			return nil, l.err
 		}
 		// Hoist the timestep half of W2: e·W2[W:2W] + b2 per step.
-		w2e := linear{w: k.PackKN(w2[W*W:2*W*W], W, W), b: p.a2.b}
 		e := make([]float32, W)
 		for _, tau := range m.taus {
 			actionSinusoid(e, tau)

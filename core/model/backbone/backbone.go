@@ -6,8 +6,9 @@
 // final norm (upstream's gr00t/model/modules/qwen3_backbone.py reads
 // hidden_states[-1] of transformers' Qwen3-VL, the pre-norm output).
 //
-// Weights are widened from the checkpoint once (BF16 → fp32) and packed with
-// tensor.Kernels. A Model is immutable after Load and may back several
+// Weights are packed once with tensor.Kernels, straight from the
+// checkpoint's BF16 bits when the source offers them (BF16Source); the
+// arithmetic is fp32. A Model is immutable after Load and may back several
 // Runners; a Runner owns every activation buffer for one Layout and is not
 // safe for concurrent use.
 package backbone
@@ -16,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/gr00tgw/gr00tgw/core/model"
 	"github.com/gr00tgw/gr00tgw/core/tensor"
@@ -68,7 +70,8 @@ type Model struct {
 	deepstack []merger
 	isTap     []int // isTap[block] = deepstack index or -1
 
-	embed  []float32 // [vocab, hidden]
+	embed  []float32 // [vocab, hidden]; nil when embedH holds it
+	embedH []uint16  // [vocab, hidden] bf16 bits (from a BF16Source)
 	layers []textLayer
 
 	visInvFreq  []float32 // [head_dim/4]
@@ -88,9 +91,36 @@ type Source interface {
 	Float32(name string) ([]float32, error)
 }
 
-// Load widens and packs the backbone weights of ck with k.
+// BF16Source is optionally implemented by a Source (model.Checkpoint
+// implements it): BF16 yields a tensor's bf16 bit patterns without
+// widening (ok false when the tensor is stored in another dtype) and
+// Release says the loader holds its own copy of a tensor. LoadFrom then
+// packs every linear weight straight from the bits (tensor.PackLinearBF16:
+// bf16 panels with bf16-storage kernels, fp32 panels otherwise), keeps the
+// token embedding as bf16 bits, and releases each tensor once copied, so
+// that neither a widened fp32 copy nor the mapped checkpoint stays
+// resident. The values, and so the results, are the same as through
+// Float32.
+type BF16Source interface {
+	BF16(name string) (bits []uint16, ok bool, err error)
+	Release(name string) error
+}
+
+// Load packs the backbone weights of ck with k.
 func Load(ck *model.Checkpoint, k tensor.Kernels) (*Model, error) {
 	return LoadFrom(ck.Config, ck, k)
+}
+
+// embedRow writes the embedding of token id to dst.
+func (m *Model) embedRow(dst []float32, id int) {
+	h := len(dst)
+	if m.embedH == nil {
+		copy(dst, m.embed[id*h:(id+1)*h])
+		return
+	}
+	for i, v := range m.embedH[id*h : (id+1)*h] {
+		dst[i] = math.Float32frombits(uint32(v) << 16)
+	}
 }
 
 // LoadFrom packs the backbone weights of cfg read from src (which must
@@ -101,6 +131,14 @@ func LoadFrom(cfg model.Config, src Source, k tensor.Kernels) (*Model, error) {
 	}
 	m := &Model{cfg: cfg, k: k}
 	var err error
+	bs, _ := src.(BF16Source)
+	release := func(name string) {
+		if bs != nil && err == nil {
+			if e := bs.Release(name); e != nil {
+				err = fmt.Errorf("backbone: %w", e)
+			}
+		}
+	}
 	get := func(name string) []float32 {
 		if err != nil {
 			return nil
@@ -111,14 +149,35 @@ func LoadFrom(cfg model.Config, src Source, k tensor.Kernels) (*Model, error) {
 			return nil
 		}
 		m.params += int64(len(w))
+		release(name)
 		return w
 	}
+	// bits is name's bf16 bits from a BF16Source, nil otherwise.
+	bits := func(name string) []uint16 {
+		if bs == nil || err != nil {
+			return nil
+		}
+		h, ok, e := bs.BF16(name)
+		if e != nil {
+			err = fmt.Errorf("backbone: %w", e)
+		}
+		if !ok {
+			return nil
+		}
+		m.params += int64(len(h))
+		return h
+	}
 	lin := func(name string, n, kk int, bias bool) linear {
-		w := get(name + ".weight")
+		var l linear
+		if h := bits(name + ".weight"); h != nil {
+			l.w = tensor.PackLinearBF16(k, h, n, kk)
+			release(name + ".weight")
+		} else if w := get(name + ".weight"); w != nil {
+			l.w = k.PackLinear(w, n, kk)
+		}
 		if err != nil {
 			return linear{}
 		}
-		l := linear{w: k.PackLinear(w, n, kk)}
 		if bias {
 			l.b = get(name + ".bias")
 		}
@@ -157,7 +216,12 @@ func LoadFrom(cfg model.Config, src Source, k tensor.Kernels) (*Model, error) {
 
 	t := cfg.Backbone.Text
 	lp := model.LLMPrefix
-	m.embed = get(lp + "embed_tokens.weight")
+	if h := bits(lp + "embed_tokens.weight"); h != nil {
+		m.embedH = slices.Clone(h)
+		release(lp + "embed_tokens.weight")
+	} else {
+		m.embed = get(lp + "embed_tokens.weight")
+	}
 	m.layers = make([]textLayer, cfg.SelectLayer)
 	qd, kvd := t.NumAttentionHeads*t.HeadDim, t.NumKeyValueHeads*t.HeadDim
 	for i := range m.layers {

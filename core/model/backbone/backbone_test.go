@@ -183,6 +183,40 @@ func TestGoldenBackbone(t *testing.T) {
 	}
 }
 
+// float32Only hides the BF16Source fast path of a checkpoint.
+type float32Only struct{ ck *model.Checkpoint }
+
+func (f float32Only) Float32(name string) ([]float32, error) { return f.ck.Float32(name) }
+
+// TestBF16SourceMatchesFloat32: packing straight from the checkpoint's bf16
+// bits (BF16Source, bf16 panels and the bf16 embedding table) gives the
+// same bits as widening every tensor to fp32 first and storing fp32 panels.
+func TestBF16SourceMatchesFloat32(t *testing.T) {
+	ck, err := model.Open(tinyDir)
+	require.NoError(t, err)
+	defer ck.Close()
+	var _ BF16Source = ck
+	in := loadCaseA(t)
+	run := func(m *Model) []float32 {
+		r, err := m.NewRunner(Layout{MaxPatches: in.rows, MaxImages: len(in.grids), MaxSeq: len(in.ids)}, 0)
+		require.NoError(t, err)
+		defer r.Close()
+		vo, err := r.Vision(in.pix, in.rows, in.cols, in.grids, nil)
+		require.NoError(t, err)
+		out, err := r.LLM(in.ids, in.mask, in.pos, vo, nil)
+		require.NoError(t, err)
+		return slices.Clone(out)
+	}
+	fast, err := Load(ck, tensor.DefaultBF16Weights())
+	require.NoError(t, err)
+	require.NotNil(t, fast.embedH, "the embedding is kept as bf16 bits")
+	plain, err := LoadFrom(ck.Config, float32Only{ck}, tensor.Default())
+	require.NoError(t, err)
+	require.Nil(t, plain.embedH)
+	require.Equal(t, plain.Params(), fast.Params())
+	require.Equal(t, run(plain), run(fast))
+}
+
 // TestGoldenBackbonePureGo repeats the golden comparison with the portable
 // GEMM kernels and the backbone's own vector loops switched off (the
 // attention keeps tensor.Default: core/tensor tests its scalar path).

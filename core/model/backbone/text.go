@@ -39,7 +39,7 @@ func (r *Runner) LLM(ids, mask, pos []int32, vis VisionOut, tap TapFunc) ([]floa
 		if id < 0 || int(id) >= t.VocabSize {
 			return nil, fmt.Errorf("%w: input_ids[%d] = %d outside the vocabulary [0, %d)", ErrInput, i, id, t.VocabSize)
 		}
-		copy(x[i*h:(i+1)*h], r.m.embed[int(id)*h:int(id+1)*h])
+		r.m.embedRow(x[i*h:(i+1)*h], int(id))
 	}
 	if len(r.imgPos) != vis.Merged {
 		return nil, fmt.Errorf("%w: %d image-pad tokens but %d image embeddings", ErrInput, len(r.imgPos), vis.Merged)
