@@ -22,7 +22,7 @@ const MixedDiT = "mixed_dit"
 
 func init() {
 	RegisterPolicy(MixedDiT, func() (Policy, error) {
-		k := tensor.Default()
+		k := tensor.DefaultBF16Weights() // bit-identical to fp32 storage, half the bytes
 		return Policy{Name: MixedDiT, Vision: k, LLM: k, Adapter: k, Denoise: k, DiT: loadMixedDiT}, nil
 	})
 }
