@@ -205,11 +205,21 @@ func runOffline(ctx context.Context, f runFlags) error {
 		in.Noise, in.Seed = nil, *req.Seed
 	}
 
+	// load: open → ready (weights packed, stage plans built, the
+	// backend's warm-up prediction done), with the resident set after it.
+	tLoad := time.Now()
 	be, err := cpu.Open(ctx, device.Options{WeightsDir: f.weights, Policy: f.policy, Threads: f.threads}, cpu.DefaultLayout)
 	if err != nil {
 		return err
 	}
 	defer be.Close()
+	timing["load"] = ms(time.Since(tLoad))
+	if w, ok := be.Facts().Extra["warmup_ms"].(float64); ok {
+		timing["load_warmup"] = w // the part of load spent in the warm-up prediction
+	}
+	if rss, hwm, ok := procRSSMiB(); ok {
+		timing["rss_after_load_mib"], timing["rss_peak_after_load_mib"] = rss, hwm
+	}
 	if err := os.MkdirAll(f.out, 0o755); err != nil {
 		return err
 	}
@@ -275,6 +285,9 @@ func runOffline(ctx context.Context, f runFlags) error {
 		return err
 	}
 	timing["total"] = ms(time.Since(tStart))
+	if _, hwm, ok := procRSSMiB(); ok {
+		timing["rss_peak_mib"] = hwm
+	}
 	tb, _ := json.MarshalIndent(timing, "", "  ")
 	if err := os.WriteFile(filepath.Join(f.out, "timing.json"), append(tb, '\n'), 0o644); err != nil {
 		return err
@@ -296,6 +309,31 @@ func runOffline(ctx context.Context, f runFlags) error {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// procRSSMiB reads the process's resident set (VmRSS) and its peak so far
+// (VmHWM) from /proc/self/status, in MiB; ok is false where there is no
+// /proc.
+func procRSSMiB() (rss, hwm float64, ok bool) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, 0, false
+	}
+	var n int
+	for _, line := range strings.Split(string(b), "\n") {
+		for key, dst := range map[string]*float64{"VmRSS:": &rss, "VmHWM:": &hwm} {
+			if rest, found := strings.CutPrefix(line, key); found {
+				f := strings.Fields(rest) // "123456 kB"
+				if len(f) == 2 && f[1] == "kB" {
+					if kb, err := strconv.ParseFloat(f[0], 64); err == nil {
+						*dst = kb / 1024
+						n++
+					}
+				}
+			}
+		}
+	}
+	return rss, hwm, n == 2
+}
 
 // goldenShape adds the batch dimension the MANIFEST's files carry.
 func goldenShape(name string, shape []int) []int {

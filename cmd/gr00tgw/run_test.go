@@ -87,9 +87,15 @@ func TestRunCaseA(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(out, "timing.json"))
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(b, &timing))
-	for _, k := range []string{"preprocess", "vision", "llm", "adapter", "denoise", "decode", "total"} {
+	for _, k := range []string{"preprocess", "load", "load_warmup", "vision", "llm", "adapter", "denoise", "decode", "total"} {
 		assert.Contains(t, timing, k)
 	}
+	if _, err := os.Stat("/proc/self/status"); err == nil {
+		for _, k := range []string{"rss_after_load_mib", "rss_peak_after_load_mib", "rss_peak_mib"} {
+			assert.Greater(t, timing[k], 0.0, k)
+		}
+	}
+	assert.Less(t, timing["load"], timing["total"])
 }
 
 // TestRunMixedDiT: `gr00tgw run --policy mixed_dit` serves case A through
