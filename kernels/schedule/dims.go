@@ -27,7 +27,7 @@ func N17() Dims {
 }
 
 // N17Tiny returns the shapes of the n17-tiny golden checkpoint
-// (shared/goldens/n17-tiny/config.json) with case A's key counts.
+// (testdata/n17-tiny/config.json) with case A's key counts.
 func N17Tiny() Dims {
 	return Dims{Blocks: 8, Width: 64, Heads: 4, HeadDim: 16, FF: 256, CrossDim: 32, OutDim: 48,
 		Rows: 41, TextKeys: 21, ImageKeys: 448}

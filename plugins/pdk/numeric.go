@@ -76,7 +76,8 @@ type Mat3 [9]float64
 
 // Mul returns m·n (each entry ((a·b + c·d) + e·f), as numpy's matmul of
 // 3×3 float64 matrices sums). Unrolled: loop back-edges are expensive in
-// guests run with close-on-context-done (see RATIONALE.md, "Performance").
+// guests run with close-on-context-done (RATIONALE.md, "Deadlines:
+// load-time stop checks, not close-on-context-done").
 func (m *Mat3) Mul(n *Mat3) Mat3 {
 	return Mat3{
 		float64(float64(m[0]*n[0])+float64(m[1]*n[3])) + float64(m[2]*n[6]),
