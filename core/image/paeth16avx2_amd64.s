@@ -4,18 +4,18 @@
 
 // func paeth3x16AVX2(dst, src, prev *byte, n, dstride, sstride int, zmask *[16][128]byte)
 //
-// paeth3x8AVX2 (paeth8avx2_amd64.s) for sixteen rows, as paeth3x16AVX512
-// is for eight: four YMM quarters D0–D3 (rows 4q..4q+3), lane 0 of quarter
-// q taking its b from lane 3 of quarter q−1 (prev for q = 0). Each step
-// does the quarters from 3 down to 0, so every b is formed from results of
-// the previous step that are still in their registers; the previous b of
-// each quarter (its next c) lives in a 32-byte stack slot. The serial
-// chain per step is the eight-row kernel's (one VPERMQ, one VPBLENDD and
-// the Paeth choice) for twice the rows. Stores, loads, bounds and the
-// prologue and epilogue as in paeth3x8AVX2 with 15 for 7: only bytes
-// [0, 3n) of each dst row are written, src must be readable up to src +
-// 15·sstride + 3n + 1 and prev up to prev + 3n + 1; n ≥ 17. zmask row t
-// clears lane t (qword t mod 4 of quarter t/4) in the prologue.
+// paeth3x8AVX2 (paeth8avx2_amd64.s) for sixteen rows: four YMM quarters
+// D0–D3 (rows 4q..4q+3), lane 0 of quarter q taking its b from lane 3 of
+// quarter q−1 (prev for q = 0). Each step does the quarters from 3 down to
+// 0, so every b is formed from results of the previous step that are still
+// in their registers; the previous b of each quarter (its next c) lives in
+// a 32-byte stack slot. The serial chain per step is the eight-row
+// kernel's (one VPERMQ, one VPBLENDD and the Paeth choice) for twice the
+// rows. Stores, loads, bounds and the prologue and epilogue as in
+// paeth3x8AVX2 with 15 for 7: only bytes [0, 3n) of each dst row are
+// written, src must be readable up to src + 15·sstride + 3n + 1 and prev
+// up to prev + 3n + 1; n ≥ 17. zmask row t clears lane t (qword t mod 4 of
+// quarter t/4) in the prologue.
 //
 // Registers as in paeth3x8AVX2; CX and R15 are the src row pointers of
 // rows 8 and 11 during the loads and the dst ones during the stores.

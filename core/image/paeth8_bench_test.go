@@ -56,15 +56,14 @@ func unfilterRGBInPlaceOld(pix, raw, zero []uint8, w, h int) bool {
 // into an RGB buffer. "copy-raw" is the cost of restoring the filtered
 // scanlines, which the in-place variants pay on top of their work here
 // (and which the decoder does not: it inflates afresh); subtract it.
-// "out-avx512-x16x8" is the best wide kernel (on an AVX2-only CPU the
-// AVX2 ones), "out-avx2-x16x8" the sixteen- and eight-row AVX2 kernels
-// forced, "out-avx2-x8" the eight-row one alone.
+// "out-avx2-x16x8" is the wide route the decoder takes (sixteen- and
+// eight-row AVX2 kernels), "out-avx2-x8" the eight-row one alone.
 func BenchmarkUnfilterCaseA(b *testing.B) {
 	raw, w, h := caseARaw(b, 0)
 	work := make([]uint8, len(raw))
 	pix := make([]uint8, 3*w*h)
 	zero := make([]uint8, 3*w+pngRawSlack)
-	defer func() { forceScalar, forcePaeth8AVX2, forceNoPaeth16AVX2 = false, false, false }()
+	defer func() { forceScalar, forceNoPaeth16AVX2 = false, false }()
 	for _, k := range []struct {
 		name string
 		run  func()
@@ -77,27 +76,19 @@ func BenchmarkUnfilterCaseA(b *testing.B) {
 			forceScalar = false
 		}},
 		{"inplace-avx2x4+copy", func() { copy(work, raw); unfilterRGBInPlaceOld(pix, work, zero, w, h) }},
-		{"out-avx512-x16x8", func() {
-			if !paeth8Enabled() {
-				b.Skip("no AVX-512")
-			}
-			unfilterRGBOut(pix, raw, zero, w, h)
-		}},
 		{"out-avx2-x8", func() {
 			if !paeth8Enabled() {
 				b.Skip("no AVX2")
 			}
-			forcePaeth8AVX2, forceNoPaeth16AVX2 = true, true
+			forceNoPaeth16AVX2 = true
 			unfilterRGBOut(pix, raw, zero, w, h)
-			forcePaeth8AVX2, forceNoPaeth16AVX2 = false, false
+			forceNoPaeth16AVX2 = false
 		}},
 		{"out-avx2-x16x8", func() {
 			if !paeth8Enabled() {
 				b.Skip("no AVX2")
 			}
-			forcePaeth8AVX2 = true
 			unfilterRGBOut(pix, raw, zero, w, h)
-			forcePaeth8AVX2 = false
 		}},
 	} {
 		b.Run(k.name, func(b *testing.B) {
@@ -113,8 +104,8 @@ func BenchmarkUnfilterCaseA(b *testing.B) {
 
 // BenchmarkPaethKernels: eight 320-pixel Paeth rows of case-A frame 1
 // (rows 20..27) with the one-row SSE2, two-row SSE2, four-row AVX2 (all in
-// place, on a fresh copy) and eight-row AVX-512 (out of place) kernels;
-// the sixteen-row kernel does rows 20..35 (SetBytes
+// place, on a fresh copy) and eight-row AVX2 (out of place) kernels;
+// the sixteen-row AVX2 kernel does rows 20..35 (SetBytes
 // counts 16 rows: compare MB/s, or halve its ns/op).
 func BenchmarkPaethKernels(b *testing.B) {
 	raw, w, _ := caseARaw(b, 1)
@@ -153,14 +144,14 @@ func BenchmarkPaethKernels(b *testing.B) {
 			paeth4Fast(r(1), r(2), r(3), r(4), r(0), 3)
 			paeth4Fast(r(5), r(6), r(7), r(8), r(4), 3)
 		}},
-		{"x8-avx512-out", func() {
+		{"x8-avx2-out", func() {
 			if !paeth8Out(pix, rb, src[1:], stride, rows[:rb+pngRawSlack], w) {
-				b.Skip("no AVX-512")
+				b.Skip("no AVX2")
 			}
 		}},
-		{"x16-avx512-out", func() {
+		{"x16-avx2-out", func() {
 			if !paeth16Out(pix, rb, src[1:], stride, rows[:rb+pngRawSlack], w) {
-				b.Skip("no AVX-512")
+				b.Skip("no AVX2")
 			}
 		}},
 	} {
@@ -178,15 +169,15 @@ func BenchmarkPaethKernels(b *testing.B) {
 	}
 }
 
-// BenchmarkDecodePNGPaeth8: BenchmarkDecodePNG320x180 with the wide
-// AVX-512 kernels on ("avx512-x16x8", unfiltering straight into dst) and
-// off ("avx2x4", the previous in-place route), plus the inflate alone, so
+// BenchmarkDecodePNGPaeth8: BenchmarkDecodePNG320x180 with the wide AVX2
+// kernels on ("avx2-x16x8", unfiltering straight into dst) and off
+// ("avx2x4", the in-place route), plus the inflate alone, so
 // that the unfiltering share can be read off.
 func BenchmarkDecodePNGPaeth8(b *testing.B) {
 	data := caseAPNGs(b)[0]
 	defer func() { forceNoPaeth8 = false }()
 	for _, off := range []bool{true, false} {
-		name := "avx512-x16x8"
+		name := "avx2-x16x8"
 		if off {
 			name = "avx2x4"
 		}

@@ -17,6 +17,5 @@ func paeth16Out(dst []uint8, dstride int, src []uint8, sstride int, prev []uint8
 	return false
 }
 
-// forcePaeth8AVX2 and forceNoPaeth16AVX2 have no effect on this
-// architecture (tests set them).
-var forcePaeth8AVX2, forceNoPaeth16AVX2 = false, false
+// forceNoPaeth16AVX2 has no effect on this architecture (tests set it).
+var forceNoPaeth16AVX2 = false

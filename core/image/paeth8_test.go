@@ -49,20 +49,20 @@ func fillRows(buf []uint8, next func() uint8, smooth bool, rep int) {
 }
 
 // TestPaethWideMatchesScalar compares the eight- and sixteen-row wide
-// Paeth paths (AVX-512 kernels, and the AVX2 kernel forced) with scalar
-// Paeth rows on random and smooth rows of many widths, with dst and src
-// strides larger than the rows and canaries around every dst row: nothing
-// outside [0, 3n) of a row may be written.
+// Paeth paths (AVX2 kernels; paeth16Out also with the eight-row kernel run
+// twice) with scalar Paeth rows on random and smooth rows of many widths,
+// with dst and src strides larger than the rows and canaries around every
+// dst row: nothing outside [0, 3n) of a row may be written.
 func TestPaethWideMatchesScalar(t *testing.T) {
 	if !paeth8Enabled() {
-		t.Skip("no wide Paeth on this CPU/build")
+		t.Skip("no wide Paeth on this CPU/build (needs amd64 with AVX2, without -tags purego)")
 	}
-	defer func() { forcePaeth8AVX2, forceNoPaeth16AVX2 = false, false }()
+	defer func() { forceNoPaeth16AVX2 = false }()
 	for _, l := range []struct {
-		name          string
-		avx2, no16avx bool
-	}{{"best", false, false}, {"avx2", true, false}, {"avx2-x8-only", true, true}} {
-		forcePaeth8AVX2, forceNoPaeth16AVX2 = l.avx2, l.no16avx
+		name    string
+		no16avx bool
+	}{{"x16", false}, {"x8-only", true}} {
+		forceNoPaeth16AVX2 = l.no16avx
 		t.Run(l.name, testPaethWide)
 	}
 }
@@ -133,7 +133,7 @@ func testPaethWide(t *testing.T) {
 // row-by-row reference: wide kernels, the in-place AVX2/SSE2 route, and
 // scalar.
 func TestUnfilterRGBOutMatchesScalar(t *testing.T) {
-	defer func() { forceNoPaeth8, forceScalar, forcePaeth8AVX2 = false, false, false }()
+	defer func() { forceNoPaeth8, forceScalar, forceNoPaeth16AVX2 = false, false, false }()
 	rng := uint32(31337)
 	next := func() uint8 { rng = rng*1664525 + 1013904223; return uint8(rng >> 24) }
 	for _, n := range []int{1, 2, 3, 8, 9, 10, 17, 33, 320, 455} {
@@ -158,9 +158,9 @@ func TestUnfilterRGBOutMatchesScalar(t *testing.T) {
 				zero := make([]uint8, 3*n+pngRawSlack)
 				want := make([]uint8, h*3*n)
 				unfilterRowsScalar(t, want, raw, zero, n, h)
-				for _, mode := range []string{"wide", "wide-avx2", "wide-avx2-x8", "no-wide", "scalar"} {
+				for _, mode := range []string{"wide", "wide-x8", "no-wide", "scalar"} {
 					forceNoPaeth8, forceScalar = mode == "no-wide", mode == "scalar"
-					forcePaeth8AVX2, forceNoPaeth16AVX2 = mode == "wide-avx2" || mode == "wide-avx2-x8", mode == "wide-avx2-x8"
+					forceNoPaeth16AVX2 = mode == "wide-x8"
 					got := make([]uint8, h*3*n)
 					for i := range got {
 						got[i] = 0x5A
@@ -168,7 +168,7 @@ func TestUnfilterRGBOutMatchesScalar(t *testing.T) {
 					require.True(t, unfilterRGBOut(got, raw, zero, n, h))
 					require.Equal(t, want, got, "%s n=%d h=%d rep=%d", mode, n, h, rep)
 				}
-				forceNoPaeth8, forceScalar, forcePaeth8AVX2, forceNoPaeth16AVX2 = false, false, false, false
+				forceNoPaeth8, forceScalar, forceNoPaeth16AVX2 = false, false, false
 			}
 		}
 	}
@@ -176,14 +176,13 @@ func TestUnfilterRGBOutMatchesScalar(t *testing.T) {
 	require.False(t, unfilterRGBOut(make([]uint8, 3), append(raw, make([]uint8, pngRawSlack)...), make([]uint8, 3+pngRawSlack), 1, 1))
 }
 
-// TestPNGFastPaeth8Off decodes the case-A PNGs and the differential corpus
-// with the eight-row kernel switched off and on and compares with image/png.
+// TestPNGFastPaeth8OnOff decodes the case-A PNGs with the wide Paeth
+// kernels switched on and off and compares with image/png.
 func TestPNGFastPaeth8OnOff(t *testing.T) {
-	defer func() { forceNoPaeth8, forcePaeth8AVX2 = false, false }()
+	defer func() { forceNoPaeth8 = false }()
 	frames := caseAPNGsT(t)
-	for _, mode := range []int{0, 1, 2} {
-		off := mode == 1
-		forceNoPaeth8, forcePaeth8AVX2 = off, mode == 2
+	for _, mode := range []int{0, 1} {
+		forceNoPaeth8 = mode == 1
 		for i, b := range frames {
 			var fd pngFast
 			var got RGB
@@ -239,7 +238,7 @@ func TestUpOutMatchesScalar(t *testing.T) {
 // image/png (which picks filters per row, Paeth for most camera-like
 // rows) and decodes them with the fast path, wide kernels on and off.
 func TestPNGFastWideMatchesStdlib(t *testing.T) {
-	defer func() { forceNoPaeth8, forcePaeth8AVX2 = false, false }()
+	defer func() { forceNoPaeth8 = false }()
 	for _, kind := range []string{"noise", "soft"} {
 		for _, sz := range [][2]int{{9, 8}, {10, 9}, {17, 16}, {18, 17}, {33, 40}, {320, 180}, {455, 33}} {
 			w, h := sz[0], sz[1]
@@ -252,12 +251,12 @@ func TestPNGFastWideMatchesStdlib(t *testing.T) {
 			data := pngBytes(t, img)
 			want, err := stdlibRGB(data)
 			require.NoError(t, err)
-			for _, mode := range []int{0, 1, 2} {
-				forceNoPaeth8, forcePaeth8AVX2 = mode == 1, mode == 2
+			for _, mode := range []int{0, 1} {
+				forceNoPaeth8 = mode == 1
 				var fd pngFast
 				var got RGB
 				require.True(t, fd.decode(&got, data), "%s %dx%d", kind, w, h)
-				require.Equal(t, *want, got, "%s %dx%d mode=%d (0 wide, 1 off, 2 wide AVX2)", kind, w, h, mode)
+				require.Equal(t, *want, got, "%s %dx%d mode=%d (0 wide, 1 off)", kind, w, h, mode)
 			}
 		}
 	}

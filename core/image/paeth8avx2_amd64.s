@@ -4,28 +4,40 @@
 
 // func paeth3x8AVX2(dst, src, prev *byte, n, dstride, sstride int, zmask *[8][64]byte)
 //
-// paeth3x8AVX512 (paeth8_amd64.s) in AVX2: the same eight-row wavefront,
-// the same loads and the same step order, in two YMM registers (rows 0–3
-// "lo" in Y0 with the previous b in Y1, rows 4–7 "hi" in Y2/Y3, one qword
-// of four 16-bit words R, G, B, junk per row). With D the previous step's
-// result: b_lo = {prev[t], D_lo.q0, D_lo.q1, D_lo.q2} and b_hi = {D_lo.q3,
-// D_hi.q0, D_hi.q1, D_hi.q2} (VPERMQ rotations and VPBLENDD), c = the
-// previous b; the predictor choice is the AVX-512 kernel's (sign masks from
-// VPSRAW 15 of min(pb, pc) − pa and pc − pb, candidate sums x+a, x+b, x+c
-// formed early), the bit-selects two VPBLENDVB. Ties favour a, then b.
+// Reverses the PNG Paeth filter of eight consecutive 3-byte-per-pixel rows
+// out of place: src row k (filtered, at src + k·sstride) → dst row k (at
+// dst + k·dstride), prev = the unfiltered row above dst row 0. The rows
+// form a wavefront in two YMM registers (rows 0–3 "lo" in Y0 with the
+// previous b in Y1, rows 4–7 "hi" in Y2/Y3): step t does pixel t−k of row
+// k in qword k as four 16-bit words (R, G, B, junk). With D the previous
+// step's result: a = D, b_lo = {prev[t], D_lo.q0, D_lo.q1, D_lo.q2} and
+// b_hi = {D_lo.q3, D_hi.q0, D_hi.q1, D_hi.q2} (VPERMQ rotations and
+// VPBLENDD), c = the previous b. With t1 = b−c, t2 = a−c: pa = |t1|, pb =
+// |t2|, pc = |t1+t2|; "not a" = sign(min(pb, pc) − pa), "c rather than b"
+// = sign(pc − pb) (VPSRAW 15 makes the signs word masks; the values fit
+// int16), and two VPBLENDVB pick among the candidate sums x+a, x+b, x+c
+// (VPADDB on zero-extended words, i.e. mod 256), computed before the masks
+// are known. Ties favour a, then b, as the PNG predictor does. A step is a
+// serial chain (rotate/blend → sub → add → abs → min → sub → sra → blend),
+// so only more rows per step pays (paeth3x16AVX2).
 //
-// Stores without byte masks: each active lane stores its pixel as one
-// dword (VMOVD/VPEXTRD), whose fourth byte lands on the lane's next pixel
-// and is overwritten by the next step; the step that finishes a lane
-// (pixel n−1) stores 2 + 1 bytes instead. So, as in the AVX-512 kernel,
-// only bytes [0, 3n) of each dst row are written. In the prologue lane t
-// starts at step t with a = c = 0 (VPAND with row t of zmask, which clears
-// that lane's qword). Bounds as in paeth3x8AVX512: src readable up to src
-// + 7·sstride + 3n + 1, prev up to prev + 3n + 1; n ≥ 9, dstride ≥ 3n.
+// Steps 0–7 (prologue) start row t at pixel 0 with a = c = 0 (VPAND with
+// row t of zmask, which clears that lane's qword) and store only the lanes
+// already started; steps 8 … n−2 store all lanes; steps n−1 … n+6
+// (epilogue) store only the lanes not yet finished. Stores without byte
+// masks: each active lane stores its pixel as one dword (VMOVD/VPEXTRD),
+// whose fourth byte lands on the lane's next pixel and is overwritten by
+// the next step; the step that finishes a lane (pixel n−1) stores 2 + 1
+// bytes instead. So only bytes [0, 3n) of each dst row are written. Loads:
+// 4 bytes per lane per step from src (lanes before their start read the
+// tail of the row above, lanes past their end read the head of the row
+// below, never before src: the caller guarantees src is readable up to src
+// + 7·sstride + 3n + 1, sstride ≥ 3n) and 4 bytes from prev (readable up
+// to prev + 3n + 1). n ≥ 9, dstride ≥ 3n.
 //
-// Registers as in paeth3x8AVX512: R8/R9 src + 3t (+3·S'), R10 S' =
-// sstride−3, R11 3·S'; DI/R12 dst + 3t (+3·E), R13 E = dstride−3, R14 3·E;
-// SI prev + 3t; R15 zmask.
+// Register use: R8/R9 src + 3t (+3·S'), R10 S' = sstride−3, R11 3·S';
+// DI/R12 dst + 3t (+3·E), R13 E = dstride−3, R14 3·E; SI prev + 3t;
+// R15 zmask.
 
 // PAETH2(D, C, X, B) replaces D by the unfiltered pixels from a = D,
 // b = B, c = C and the filtered bytes X (all zero-extended words), and C

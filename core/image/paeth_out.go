@@ -2,9 +2,9 @@ package image
 
 import "encoding/binary"
 
-// forceNoPaeth8 switches the eight-row AVX-512 Paeth kernel off, so the
-// PNG fast path takes the in-place route with the AVX2/SSE2 kernels
-// (tests and benchmarks compare both).
+// forceNoPaeth8 switches the eight- and sixteen-row Paeth kernels off, so
+// the PNG fast path takes the in-place route with the four-row AVX2 and
+// two-row SSE2 kernels (tests and benchmarks compare both).
 var forceNoPaeth8 = false
 
 // pngRawSlack is the number of readable bytes the PNG fast path keeps past

@@ -153,7 +153,7 @@ func (d *pngFast) decodeRaw(dst *RGB, data []byte) (handled bool) {
 	d.zero = d.zero[:rowBytes+pngRawSlack]
 	clear(d.zero)
 	if ctype == 2 && paeth8Enabled() {
-		// Unfilter straight into dst (8/16-row AVX-512 Paeth kernels).
+		// Unfilter straight into dst (8/16-row AVX2 Paeth kernels).
 		dst.setSize(w, h)
 		return unfilterRGBOut(dst.Pix, d.raw[:h*stride+pngRawSlack], d.zero, w, h)
 	}
