@@ -60,7 +60,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 lint:
 	$(GO) run $(STATICCHECK) $$($(GO) list ./... | grep -v /build/)
 
-test: plugins vet
+test: plugins vet lint
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v -e /gateway -e /plugins -e /core/tensor -e /core/processor -e /device/cpu)
 	$(GO) test -count=1 -race $(RACE_PKGS)
 	@echo "== the fidelity tests with AVX-512 disabled (AVX2 paths; a no-op on a CPU without AVX-512)"

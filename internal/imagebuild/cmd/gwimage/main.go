@@ -79,7 +79,8 @@ func run() error {
 		bin = filepath.Join(work, "rootfs-bin", "gr00tgw")
 		goCmd, err := exec.LookPath("go")
 		if err != nil {
-			goCmd = filepath.Join(runtime.GOROOT(), "bin", "go") //nolint:staticcheck // fallback only
+			//lint:ignore SA1019 only a fallback when no go is on PATH (the build machine is this one)
+			goCmd = filepath.Join(runtime.GOROOT(), "bin", "go")
 		}
 		t0 := time.Now()
 		if err := imagebuild.BuildBinary(ctx, goCmd, checkout, bin, *arch, *version); err != nil {
