@@ -25,7 +25,9 @@ import (
 
 // ErrInput is wrapped by errors about inputs that do not fit the model or
 // the runner's layout (wrong widths, too many patches or tokens, unknown
-// token ids). The gateway maps it to a client error.
+// token ids). device/cpu wraps it as device.ErrInput: the gateway checks
+// requests against the layout before the device, so one reaching the model
+// is a bug of the encoder or a plugin, answered 500.
 var ErrInput = errors.New("backbone: invalid input")
 
 // TapFunc receives a named intermediate tensor (named as the goldens' files
