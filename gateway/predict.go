@@ -50,8 +50,12 @@ func notReady(st int32) *HandlerError {
 }
 
 // predict is POST /predict.
-func (s *Server) predict(c *fiber.Ctx) error {
+func (s *Server) predict(c *fiber.Ctx) (err error) {
 	start := time.Now()
+	rid, _ := c.Locals("rid").(string)
+	o := PredictOptions{RequestID: rid, Protocol: "http", Route: c.Route().Path}
+	tag := strings.TrimSpace(c.Get(EmbodimentHeader))
+	defer func() { s.countPrediction(c.UserContext(), o, tag, err) }()
 	// A body left unread (the request refused before admission) is
 	// drained (discarded, up to drainMax) so that the client, still
 	// writing it, reads the refusal instead of a reset; a larger one
@@ -103,13 +107,11 @@ func (s *Server) predict(c *fiber.Ctx) error {
 		return err
 	}
 	parse := time.Since(start)
-	tag, err := routeTag(c.Get(EmbodimentHeader), r.Embodiment)
-	if err != nil {
+	if tag, err = routeTag(c.Get(EmbodimentHeader), r.Embodiment); err != nil {
 		return err
 	}
 	r.Embodiment = tag
-	rid, _ := c.Locals("rid").(string)
-	resp, err := s.predictAdmitted(ctx, r, PredictOptions{RequestID: rid, Protocol: "http"}, start)
+	resp, err := s.predictAdmitted(ctx, r, o, start)
 	if err != nil {
 		if gone.fired() {
 			return errClientClosed
@@ -145,8 +147,11 @@ type PredictOptions struct {
 	// RequestID names the request in logs, spans and the response; ""
 	// generates one.
 	RequestID string
-	// Protocol labels its metrics and spans: "http", "zmq", "openpi".
+	// Protocol labels its metrics and spans: "http", "oip", "zmq", "openpi".
 	Protocol string
+	// Route labels the predictions metric: the HTTP route, or the
+	// protocol's endpoint ("get_action", "infer"); "" is Protocol.
+	Route string
 	// Timeout, when positive and below request_timeout, shortens the
 	// request's deadline.
 	Timeout time.Duration
@@ -158,8 +163,15 @@ type PredictOptions struct {
 // the whole pipeline and the device lock, under request_timeout and ctx.
 // Every error is a *HandlerError (Status, Code, Field) the front end maps
 // to its own wire format. Safe for concurrent use.
-func (s *Server) Predict(ctx context.Context, req *Request, o PredictOptions) (*PredictResponse, error) {
+func (s *Server) Predict(ctx context.Context, req *Request, o PredictOptions) (_ *PredictResponse, err error) {
 	start := time.Now()
+	defer func() {
+		tag := ""
+		if req != nil {
+			tag = req.Embodiment
+		}
+		s.countPrediction(ctx, o, tag, err)
+	}()
 	if st := s.state.Load(); st != stateReady {
 		return nil, notReady(st)
 	}
@@ -191,23 +203,13 @@ func (s *Server) Predict(ctx context.Context, req *Request, o PredictOptions) (*
 // predictAdmitted routes an admitted request to its embodiment and runs it
 // there, holding the binding for the whole call.
 func (s *Server) predictAdmitted(ctx context.Context, r *Request, o PredictOptions, start time.Time) (*PredictResponse, error) {
-	code, tag := "", r.Embodiment
-	if tag == "" {
-		tag = s.cfg.Embodiment
-	}
-	defer func() {
-		s.inst.predictions.Add(ctx, 1, metric.WithAttributes(attribute.String("protocol", o.Protocol),
-			attribute.String("embodiment", tag), attribute.String("code", code)))
-	}()
 	e, err := s.lookup(r.Embodiment)
 	if err != nil {
-		code = classify(err, "route").Code
 		return nil, err
 	}
 	defer e.release()
 	resp, err := s.runPredict(ctx, s.deps.Load(), e, r, o.RequestID, start, o.Protocol)
 	if err != nil {
-		code = classify(err, "predict").Code
 		return nil, err
 	}
 	resp.TimingMS.Total = ms(time.Since(start))

@@ -705,7 +705,8 @@ func TestMetricsExposed(t *testing.T) {
 		`gateway_stage_duration_seconds_count{embodiment="oxe_droid_relative_eef_relative_joint",plugin_version="0.1.0",protocol="http",stage="device.denoise"} 1`,
 		`gateway_stage_duration_seconds_count{embodiment="oxe_droid_relative_eef_relative_joint",plugin_version="0.1.0",protocol="http",stage="decode"}`,
 		`gateway_plugin_duration_seconds_count{embodiment="oxe_droid_relative_eef_relative_joint",outcome="ok",plugin="droid",plugin_version="0.1.0",protocol="http",stage="post"} 1`,
-		`gateway_predictions_total{code="",embodiment="oxe_droid_relative_eef_relative_joint",protocol="http"} 1`,
+		`gateway_predictions_total{code="",embodiment="oxe_droid_relative_eef_relative_joint",protocol="http",route="/predict"} 1`,
+		`gateway_predictions_total{code="schema",embodiment="oxe_droid_relative_eef_relative_joint",protocol="http",route="/predict"} 1`, // refused before the pipeline: counted too
 		`gateway_queue_depth 0`,
 		`gateway_inflight 0`,
 		`gateway_state{state="ready"} 1`,

@@ -133,7 +133,7 @@ func newInstruments(m metric.Meter, s *Server) (*instruments, error) {
 		return nil, err
 	}
 	if in.predictions, err = m.Int64Counter("gateway.predictions",
-		metric.WithDescription("predictions by protocol (http, zmq, openpi), embodiment and error code (\"\": served)")); err != nil {
+		metric.WithDescription("prediction attempts of every outcome by protocol (http, oip, zmq, openpi), route (HTTP route or protocol endpoint), embodiment and error code (\"\": served)")); err != nil {
 		return nil, err
 	}
 	embodiments, err := m.Int64ObservableGauge("gateway.embodiments",

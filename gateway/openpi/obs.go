@@ -232,7 +232,7 @@ func (s *Server) infer(ctx context.Context, data []byte, rid string, start time.
 		return nil, err
 	}
 	t0 := time.Now()
-	resp, err := s.o.Gateway.Predict(ctx, r, gateway.PredictOptions{RequestID: rid, Protocol: "openpi"})
+	resp, err := s.o.Gateway.Predict(ctx, r, gateway.PredictOptions{RequestID: rid, Protocol: "openpi", Route: "infer"})
 	inferMS := float64(time.Since(t0).Microseconds()) / 1e3
 	if err != nil {
 		return nil, protoError(err)

@@ -286,7 +286,7 @@ func (s *Server) getAction(ctx context.Context, data any, enc wire.Encoding, rid
 		if len(b.reqs) > 1 {
 			id = rid + "." + strconv.Itoa(i)
 		}
-		resp, err := s.o.Gateway.Predict(ctx, r, gateway.PredictOptions{RequestID: id, Protocol: "zmq"})
+		resp, err := s.o.Gateway.Predict(ctx, r, gateway.PredictOptions{RequestID: id, Protocol: "zmq", Route: "get_action"})
 		if err != nil {
 			return reply{}, protoError(err, i, b.batched)
 		}
