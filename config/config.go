@@ -18,6 +18,7 @@ package config
 import (
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -105,6 +106,32 @@ type Config struct {
 	// unless their addr is set.
 	ZMQ    ZMQ    `koanf:"zmq"`
 	OpenPI OpenPI `koanf:"openpi"`
+
+	// TLS, when its files are set, serves the HTTP API over HTTPS only;
+	// Auth, when its key file is set, requires an API key on every
+	// predict route of every protocol. Both are off by default and
+	// re-read on SIGHUP (gateway/secure).
+	TLS  TLS  `koanf:"tls"`
+	Auth Auth `koanf:"auth"`
+}
+
+// TLS configures HTTPS for the HTTP API (the OIP routes included).
+type TLS struct {
+	// CertFile is the PEM certificate (chain, leaf first); KeyFile its PEM
+	// private key. Both or neither; "" serves plain HTTP.
+	CertFile string `koanf:"cert_file" flag:"tls-cert-file" usage:"PEM certificate chain: serve HTTPS only (with tls.key_file; re-read on SIGHUP; empty: plain HTTP)"`
+	KeyFile  string `koanf:"key_file" flag:"tls-key-file" usage:"PEM private key of tls.cert_file"`
+}
+
+// Auth configures API keys.
+type Auth struct {
+	// APIKeysFile is a file of accepted keys' hashes, one
+	// "sha256:<hex> [label]" per line, '#' comments (`gr00tgw keys hash`
+	// prints a line). When set, every predict route needs a key: HTTP
+	// and OIP as "Authorization: Bearer <key>" or "X-API-Key: <key>",
+	// ZeroMQ as the request's api_token, openpi on the websocket
+	// upgrade. Health and /metrics stay open. "" is off.
+	APIKeysFile string `koanf:"api_keys_file" flag:"api-keys-file" usage:"file of sha256:<hex> API key hashes, one a line (gr00tgw keys hash); when set every predict route needs a key (re-read on SIGHUP; empty: no keys)"`
 }
 
 // ZMQ configures the Isaac-GR00T ZeroMQ policy endpoint (PolicyClient,
@@ -380,7 +407,40 @@ func (c *Config) checks() []keyCheck {
 		{"openpi.max_message_bytes", func() error { return atLeast(c.OpenPI.MaxMessageBytes, 1024) }},
 		{"openpi.idle_timeout", func() error { return positive(c.OpenPI.IdleTimeout) }},
 		{"openpi.read_timeout", func() error { return positive(c.OpenPI.ReadTimeout) }},
+		{"tls.cert_file", func() error { return pairedFile(c.TLS.CertFile, c.TLS.KeyFile, "tls.key_file") }},
+		{"tls.key_file", func() error { return pairedFile(c.TLS.KeyFile, c.TLS.CertFile, "tls.cert_file") }},
+		{"auth.api_keys_file", func() error { return readableFile(c.Auth.APIKeysFile) }},
 	}
+}
+
+// pairedFile checks one of two files that go together: both set or
+// neither, and a set one is a readable regular file.
+func pairedFile(path, other, otherKey string) error {
+	if path == "" && other != "" {
+		return fmt.Errorf("must be set with %s", otherKey)
+	}
+	return readableFile(path)
+}
+
+// readableFile checks that path, when set, is a regular file that can be
+// opened (its content is checked where it is parsed).
+func readableFile(path string) error {
+	if path == "" {
+		return nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if st.IsDir() {
+		return fmt.Errorf("%s is a directory", path)
+	}
+	return nil
 }
 
 func optionalAddr(s string) error {
