@@ -27,6 +27,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/gr00tgw/gr00tgw/config"
+	"github.com/gr00tgw/gr00tgw/gateway/secure"
 )
 
 // Lifecycle states.
@@ -79,6 +80,10 @@ type Options struct {
 	// Device labels the hardware in /health ("cpu:0"); "" means
 	// "<backend>:0".
 	Device string
+	// Keys, when set (auth.api_keys_file), is required on every HTTP route
+	// but the probes, /metrics and /admin/reload (OpenPath); the caller
+	// reloads it. nil: no keys.
+	Keys *secure.Keyring
 }
 
 // Server is one gr00tgw HTTP server. Create it with New, hand it a
@@ -172,6 +177,7 @@ func (s *Server) Ready() bool { return s.state.Load() == stateReady }
 
 func (s *Server) routes() {
 	s.app.Use(s.edge)
+	s.app.Use(s.requireKey) // before every route, those mounted after New too (gateway/oip)
 	s.app.Get("/health", s.health)
 	s.app.Get("/v2/health/live", s.live)
 	s.app.Get("/v2/health/ready", s.ready)
@@ -421,6 +427,9 @@ func (s *Server) edge(c *fiber.Ctx) error {
 	if status == http.StatusNotFound && route == "/" && c.Path() != "/" {
 		route = "unmatched"
 	}
+	if status == http.StatusUnauthorized && route == "/" && c.Path() != "/" {
+		route = "unauthorized" // refused by requireKey before any route matched
+	}
 	span.SetName(c.Method() + " " + route)
 	span.SetAttributes(attribute.String("http.route", route), attribute.Int("http.response.status_code", status))
 	code, _ := c.Locals("errcode").(string)
@@ -459,6 +468,9 @@ func (s *Server) edge(c *fiber.Ctx) error {
 		}
 		if code != "" {
 			args = append(args, "code", code)
+		}
+		if label, ok := c.Locals("keylabel").(string); ok {
+			args = append(args, "key", label) // the key file's label, never the key
 		}
 		if extra, ok := c.Locals("logattrs").([]any); ok {
 			args = append(args, extra...)

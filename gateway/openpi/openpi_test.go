@@ -18,6 +18,7 @@ import (
 	"github.com/gr00tgw/gr00tgw/gateway"
 	"github.com/gr00tgw/gr00tgw/gateway/internal/fakegw"
 	"github.com/gr00tgw/gr00tgw/gateway/openpi/openpiclient"
+	"github.com/gr00tgw/gr00tgw/gateway/secure"
 	"github.com/gr00tgw/gr00tgw/gateway/wire"
 )
 
@@ -321,4 +322,45 @@ func FuzzObservation(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestKeyring: with auth.api_keys_file's keyring the upgrade needs one of
+// its keys as Bearer, X-API-Key or openpi's Api-Key (or openpi.api_key);
+// anything else is refused with 401 before the upgrade.
+func TestKeyring(t *testing.T) {
+	keys := secure.NewKeyring(mustKeys(t, "key-1"))
+	_, addr := startServer(t, Options{Gateway: &fakegw.Gateway{}, APIKey: "k3y", Keys: keys})
+	for name, h := range map[string]http.Header{
+		"none":             {},
+		"wrong bearer":     {"Authorization": {"Bearer key-2"}},
+		"wrong x-api-key":  {"X-Api-Key": {"nope"}},
+		"hash as key":      {"Authorization": {"Bearer " + secure.Hash("key-1")}},
+		"key as basic":     {"Authorization": {"Basic key-1"}},
+		"legacy as bearer": {"Authorization": {"Bearer k3y"}},
+	} {
+		_, err := openpiclient.Dial(context.Background(), addr, openpiclient.Options{Header: h})
+		require.Error(t, err, name)
+		assert.Contains(t, err.Error(), "HTTP 401", name)
+	}
+	for name, o := range map[string]openpiclient.Options{
+		"bearer":    {Header: http.Header{"Authorization": {"Bearer key-1"}}},
+		"x-api-key": {Header: http.Header{"X-Api-Key": {"key-1"}}},
+		"api-key":   {APIKey: "key-1"},
+		"legacy":    {APIKey: "k3y"},
+	} {
+		c := dial(t, addr, o)
+		_, err := c.Infer(context.Background(), droidObs())
+		require.NoError(t, err, name)
+	}
+}
+
+func mustKeys(t *testing.T, keys ...string) []secure.Key {
+	t.Helper()
+	var lines []string
+	for _, k := range keys {
+		lines = append(lines, secure.Hash(k))
+	}
+	ks, err := secure.ParseKeys(strings.NewReader(strings.Join(lines, "\n")))
+	require.NoError(t, err)
+	return ks
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/gr00tgw/gr00tgw/gateway"
+	"github.com/gr00tgw/gr00tgw/gateway/secure"
 )
 
 // Defaults of Options.
@@ -53,6 +54,11 @@ type Options struct {
 	// Api-Key <key>" header (constant-time compare; 401 otherwise). ""
 	// accepts every client, as upstream does.
 	APIKey string
+	// Keys, when set (auth.api_keys_file), is required too: the upgrade
+	// passes with APIKey or one of these keys, sent as "Authorization:
+	// Bearer <key>", "X-API-Key: <key>" or "Authorization: Api-Key <key>";
+	// otherwise it is refused with 401 before the upgrade.
+	Keys *secure.Keyring
 	// MaxMessageBytes bounds one observation frame (default 64 MiB).
 	MaxMessageBytes int
 	// MaxElements bounds the decoded msgpack elements of one observation
@@ -173,11 +179,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "this is an openpi websocket policy server: connect with a websocket client (GET /healthz for health)", http.StatusUpgradeRequired)
 		return
 	}
-	if s.o.APIKey != "" {
-		got, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Api-Key ")
-		if subtle.ConstantTimeCompare([]byte(got), []byte(s.o.APIKey)) != 1 {
-			s.log.Info("openpi: handshake refused: invalid API key", "peer", r.RemoteAddr)
-			http.Error(w, "unauthorized: send the header Authorization: Api-Key <key> (openpi.api_key)", http.StatusUnauthorized)
+	if s.o.APIKey != "" || s.o.Keys.Enabled() {
+		if !s.authorized(r.Header) {
+			s.log.Info("openpi: handshake refused: missing or invalid API key", "peer", r.RemoteAddr)
+			w.Header().Set("WWW-Authenticate", `Bearer realm="gr00tgw"`)
+			http.Error(w, "unauthorized: "+gateway.ErrUnauthorized.Error()+
+				`: send "Authorization: Bearer <key>", "X-API-Key: <key>" or "Authorization: Api-Key <key>" on the upgrade request`, http.StatusUnauthorized)
 			return
 		}
 	}
@@ -215,6 +222,24 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.wg.Done()
 	}()
 	c.serve()
+}
+
+// authorized reports whether the upgrade request carries openpi.api_key
+// (as "Authorization: Api-Key <key>", openpi's form) or one of the
+// keyring's keys (secure.FromHeaders: Bearer, X-API-Key or Api-Key).
+// Both are compared in constant time.
+func (s *Server) authorized(h http.Header) bool {
+	ok := false
+	if s.o.APIKey != "" {
+		got, _ := strings.CutPrefix(h.Get("Authorization"), "Api-Key ")
+		if subtle.ConstantTimeCompare([]byte(got), []byte(s.o.APIKey)) == 1 {
+			ok = true
+		}
+	}
+	if _, match := s.o.Keys.Check(secure.FromHeaders(h.Get)); match {
+		ok = true
+	}
+	return ok
 }
 
 // conn is one websocket client.

@@ -21,6 +21,28 @@ var Endpoints = []string{"ping", "get_modality_config", "get_action", "reset", "
 // (clients match it).
 const Unauthorized = "Unauthorized: Invalid API token"
 
+// errUnauthorized is the refusal of a missing or wrong api_token: upstream's
+// text, wrapping gateway.ErrUnauthorized for errors.Is.
+var errUnauthorized = &unauthorizedError{}
+
+type unauthorizedError struct{}
+
+func (*unauthorizedError) Error() string { return Unauthorized }
+func (*unauthorizedError) Unwrap() error { return gateway.ErrUnauthorized }
+
+// authorized reports whether tok is the zmq.api_token or one of the
+// keyring's keys (each compared in constant time; both are tried).
+func (s *Server) authorized(tok string) bool {
+	ok := false
+	if s.o.Token != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(s.o.Token)) == 1 {
+		ok = true
+	}
+	if _, match := s.o.Keys.Check(tok); match {
+		ok = true
+	}
+	return ok
+}
+
 // reply is one answer: its value and how its arrays are encoded.
 type reply struct {
 	v   any
@@ -107,12 +129,11 @@ func (s *Server) dispatch(ctx context.Context, payload []byte, peer, rid string,
 	if derr != nil {
 		return reply{}, "", endpoint, schema("request", "request: not a valid Isaac-GR00T policy request: %v", derr)
 	}
-	if s.o.Token != "" {
+	if s.o.Token != "" || s.o.Keys.Enabled() {
 		tok, _ := top.Get("api_token")
 		ts, _ := tok.(string)
-		if subtle.ConstantTimeCompare([]byte(ts), []byte(s.o.Token)) != 1 {
-			//lint:ignore ST1005 upstream's exact text: clients match it
-			return reply{}, "", endpoint, &gateway.HandlerError{Status: http.StatusUnauthorized, Code: gateway.CodeUnauthorized, Field: "api_token", Err: errors.New(Unauthorized)}
+		if !s.authorized(ts) {
+			return reply{}, "", endpoint, &gateway.HandlerError{Status: http.StatusUnauthorized, Code: gateway.CodeUnauthorized, Field: "api_token", Err: errUnauthorized}
 		}
 	}
 	data, _ := top.Get("data")

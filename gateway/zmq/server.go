@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/gr00tgw/gr00tgw/gateway"
+	"github.com/gr00tgw/gr00tgw/gateway/secure"
 	"github.com/gr00tgw/gr00tgw/gateway/wire"
 	"github.com/gr00tgw/gr00tgw/gateway/zmq/internal/zmtp"
 )
@@ -58,6 +59,10 @@ type Options struct {
 	// (constant-time compare); "" accepts every request, as upstream
 	// does by default.
 	Token string
+	// Keys, when set (auth.api_keys_file), is required too: a request
+	// passes when its api_token is Token or one of these keys. Reload
+	// the keyring in place to rotate keys.
+	Keys *secure.Keyring
 	// MaxMessageBytes bounds a request message, checked against every
 	// frame's declared length before it is read (default 64 MiB).
 	MaxMessageBytes int

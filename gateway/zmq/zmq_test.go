@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/gr00tgw/gr00tgw/gateway"
 	"github.com/gr00tgw/gr00tgw/gateway/internal/fakegw"
+	"github.com/gr00tgw/gr00tgw/gateway/secure"
 	"github.com/gr00tgw/gr00tgw/gateway/wire"
 	"github.com/gr00tgw/gr00tgw/gateway/zmq/zmqclient"
 )
@@ -570,4 +573,44 @@ func FuzzHandle(f *testing.F) {
 			t.Fatalf("reply does not decode: %v", err)
 		}
 	})
+}
+
+// TestKeyring: with auth.api_keys_file's keyring a request needs one of
+// its keys (or zmq.api_token when both are set) as api_token; a refusal
+// is upstream's {"error": "Unauthorized: Invalid API token"} and wraps
+// gateway.ErrUnauthorized; a rotated file takes effect on Reload.
+func TestKeyring(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keys")
+	require.NoError(t, os.WriteFile(path, []byte("# test\n"+secure.Hash("key-1")+" one\n"), 0o600))
+	keys, err := secure.LoadKeyring(path)
+	require.NoError(t, err)
+	_, addr := startServer(t, Options{Gateway: &fakegw.Gateway{}, Token: "s3cret", Keys: keys})
+	refused := func(tok string) {
+		t.Helper()
+		c := dial(t, addr, zmqclient.Options{Token: tok})
+		_, err := c.GetAction(context.Background(), droidObs(t), zmqclient.Nested, nil)
+		var se *zmqclient.ServerError
+		require.ErrorAs(t, err, &se, tok)
+		assert.Equal(t, Unauthorized, se.Message)
+		assert.Equal(t, gateway.CodeUnauthorized, se.Code)
+		assert.Equal(t, "api_token", se.Field)
+	}
+	accepted := func(tok string) {
+		t.Helper()
+		c := dial(t, addr, zmqclient.Options{Token: tok})
+		_, err := c.GetAction(context.Background(), droidObs(t), zmqclient.Nested, nil)
+		require.NoError(t, err, tok)
+	}
+	for _, tok := range []string{"", "wrong", "key-2", secure.Hash("key-1")} {
+		refused(tok)
+	}
+	accepted("key-1")
+	accepted("s3cret")
+
+	require.NoError(t, os.WriteFile(path, []byte(secure.Hash("key-2")+"\n"), 0o600))
+	_, err = keys.Reload()
+	require.NoError(t, err)
+	refused("key-1")
+	accepted("key-2")
+	assert.ErrorIs(t, errUnauthorized, gateway.ErrUnauthorized)
 }

@@ -25,6 +25,9 @@ import (
 type Options struct {
 	// APIKey is sent as "Authorization: Api-Key <key>" when set.
 	APIKey string
+	// Header is added to the upgrade request (e.g. "Authorization: Bearer
+	// <key>" or "X-API-Key" for a gateway with auth.api_keys_file).
+	Header http.Header
 	// MaxReplyBytes bounds a reply frame (default 64 MiB).
 	MaxReplyBytes int64
 }
@@ -62,7 +65,10 @@ func Dial(ctx context.Context, url string, o Options) (*Client, error) {
 	if o.MaxReplyBytes <= 0 {
 		o.MaxReplyBytes = 64 << 20
 	}
-	h := http.Header{}
+	h := o.Header.Clone()
+	if h == nil {
+		h = http.Header{}
+	}
 	if o.APIKey != "" {
 		h.Set("Authorization", "Api-Key "+o.APIKey)
 	}
