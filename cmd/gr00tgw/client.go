@@ -296,12 +296,12 @@ var protocolNames = []string{"http", "zmq", "openpi"}
 
 // dialProtocol returns the implementation of protocol name for url; the
 // robot protocols fetch the demo from the HTTP API at demoURL.
-func dialProtocol(ctx context.Context, name, url, demoURL string, timeout time.Duration) (protocol, error) {
+func dialProtocol(ctx context.Context, name, url, demoURL string, timeout time.Duration, auth *authOptions) (protocol, error) {
 	switch name {
 	case "http":
-		return newHTTPProtocol(url, timeout), nil
+		return newHTTPProtocol(url, timeout, auth)
 	case "zmq", "openpi":
-		return dialRobot(ctx, name, url, demoURL, timeout)
+		return dialRobot(ctx, name, url, demoURL, timeout, auth)
 	}
 	return nil, fmt.Errorf("%w: --protocol %q: want one of %s", errUsage, name, strings.Join(protocolNames, ", "))
 }
@@ -313,8 +313,12 @@ type httpProtocol struct {
 	timeout time.Duration
 }
 
-func newHTTPProtocol(url string, timeout time.Duration) *httpProtocol {
-	return &httpProtocol{base: strings.TrimRight(url, "/"), client: &http.Client{Timeout: timeout}, timeout: timeout}
+func newHTTPProtocol(url string, timeout time.Duration, auth *authOptions) (*httpProtocol, error) {
+	client, err := auth.httpClient(timeout)
+	if err != nil {
+		return nil, err
+	}
+	return &httpProtocol{base: strings.TrimRight(url, "/"), client: client, timeout: timeout}, nil
 }
 
 func (p *httpProtocol) fetchDemo(ctx context.Context, embodiment string) (*demoCase, error) {
@@ -379,6 +383,7 @@ func flattenTiming(out map[string]float64, prefix string, m map[string]any) {
 type clientOptions struct {
 	url, protocol, embodiment, out, demoURL string
 	timeout, wait                           time.Duration
+	auth                                    *authOptions
 }
 
 // addClientFlags defines the shared flags on fs.
@@ -391,13 +396,14 @@ func addClientFlags(fs *pflag.FlagSet) *clientOptions {
 	fs.StringVar(&o.out, "out", "", "also write the report as JSON here")
 	fs.DurationVar(&o.timeout, "timeout", 120*time.Second, "per-request timeout (also sent as "+gateway.TimeoutHeader+")")
 	fs.DurationVar(&o.wait, "wait", 0, "retry fetching the demo this long while the server starts (0: no retry)")
+	o.auth = addAuthFlags(fs)
 	return o
 }
 
 // connect dials the protocol and fetches the demo, retrying the fetch for
 // up to --wait while the server is not ready.
 func (o *clientOptions) connect(ctx context.Context) (protocol, *demoCase, error) {
-	p, err := dialProtocol(ctx, o.protocol, o.url, o.demoURL, o.timeout)
+	p, err := dialProtocol(ctx, o.protocol, o.url, o.demoURL, o.timeout, o.auth)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -88,14 +89,17 @@ func (p *robotProtocol) close() error {
 
 // dialRobot connects to a robot-protocol endpoint at url, with the
 // gateway's HTTP API at demoURL.
-func dialRobot(ctx context.Context, name, url, demoURL string, timeout time.Duration) (protocol, error) {
-	p := &robotProtocol{name: name, http: newHTTPProtocol(demoURL, timeout)}
-	var err error
+func dialRobot(ctx context.Context, name, url, demoURL string, timeout time.Duration, auth *authOptions) (protocol, error) {
+	h, err := newHTTPProtocol(demoURL, timeout, auth)
+	if err != nil {
+		return nil, err
+	}
+	p := &robotProtocol{name: name, http: h}
 	switch name {
 	case "zmq":
-		p.t, err = dialZMQ(ctx, url, timeout)
+		p.t, err = dialZMQ(ctx, url, timeout, auth.key())
 	case "openpi":
-		p.t, err = dialOpenPI(ctx, url)
+		p.t, err = dialOpenPI(ctx, url, auth.key())
 	}
 	if err != nil {
 		return nil, fmt.Errorf("--protocol %s: %w", name, err)
@@ -130,9 +134,9 @@ type zmqTransport struct {
 	lang map[string]string // embodiment → language key
 }
 
-func dialZMQ(ctx context.Context, url string, timeout time.Duration) (*zmqTransport, error) {
+func dialZMQ(ctx context.Context, url string, timeout time.Duration, apiKey string) (*zmqTransport, error) {
 	addr := strings.TrimPrefix(url, "tcp://")
-	c, err := zmqclient.Dial(ctx, addr, zmqclient.Options{Timeout: timeout})
+	c, err := zmqclient.Dial(ctx, addr, zmqclient.Options{Timeout: timeout, Token: apiKey})
 	if err != nil {
 		return nil, err
 	}
@@ -173,8 +177,12 @@ func (t *zmqTransport) close() error { return t.c.Close() }
 // openpiTransport is openpi's websocket policy protocol.
 type openpiTransport struct{ c *openpiclient.Client }
 
-func dialOpenPI(ctx context.Context, url string) (*openpiTransport, error) {
-	c, err := openpiclient.Dial(ctx, url, openpiclient.Options{})
+func dialOpenPI(ctx context.Context, url, apiKey string) (*openpiTransport, error) {
+	var h http.Header
+	if apiKey != "" {
+		h = http.Header{"Authorization": {"Bearer " + apiKey}}
+	}
+	c, err := openpiclient.Dial(ctx, url, openpiclient.Options{Header: h})
 	if err != nil {
 		return nil, err
 	}

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -36,6 +35,7 @@ func runPredictClient(ctx context.Context, args []string) error {
 	out := fs.String("out", "", "write the response JSON here instead of stdout")
 	rid := fs.String("request-id", "", "X-Request-ID to send")
 	pccMin := fs.Float64("pcc-min", 0, "demo mode: PCC gate (0: the server's gate from /demo)")
+	auth := addAuthFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -43,7 +43,10 @@ func runPredictClient(ctx context.Context, args []string) error {
 		return err
 	}
 	base := strings.TrimRight(*url, "/")
-	client := &http.Client{Timeout: *timeout}
+	client, err := auth.httpClient(*timeout)
+	if err != nil {
+		return err
+	}
 
 	var body []byte
 	var demo *demoCase

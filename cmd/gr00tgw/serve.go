@@ -36,7 +36,7 @@ func newLogger(c config.Log) *slog.Logger {
 
 // runServe is `gr00tgw serve`: listen at once (/health = starting), load and
 // warm up, then serve until SIGTERM/SIGINT (drain, release, exit 0).
-// SIGHUP reloads the plugins. Any start-up failure returns an error naming
+// SIGHUP reloads the plugins, the TLS certificate and the API keys. Any start-up failure returns an error naming
 // the cause (exit 1).
 func runServe(ctx context.Context, args []string) error {
 	fs := newFlags("serve", "[--config FILE] [--<key> value ...]",
@@ -57,6 +57,10 @@ func runServe(ctx context.Context, args []string) error {
 	slog.SetDefault(log)
 	ver := versionString()
 	log.Info("gr00tgw starting", "version", ver, "addr", cfg.Addr, "backend", cfg.Backend, "policy", cfg.Policy)
+	sec, err := loadSecurity(cfg, log)
+	if err != nil {
+		return err
+	}
 
 	tp, stopTraces, err := gateway.NewTracerProvider(ctx, cfg.OTel, ver, nil)
 	if err != nil {
@@ -69,7 +73,7 @@ func runServe(ctx context.Context, args []string) error {
 			log.Warn("flushing spans", "err", err)
 		}
 	}()
-	opts := gateway.Options{Config: cfg, Logger: log, TracerProvider: tp, Version: ver}
+	opts := gateway.Options{Config: cfg, Logger: log, TracerProvider: tp, Version: ver, Keys: sec.keys}
 	if cfg.Metrics.Enabled {
 		mp, h, err := gateway.NewPrometheus()
 		if err != nil {
@@ -87,10 +91,11 @@ func runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.Addr, err)
 	}
+	ln = sec.listen(ln)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	log.Info("listening (health: starting)", "addr", ln.Addr().String())
-	protos, err := startProtocols(cfg, srv, log, ver)
+	protos, err := startProtocols(cfg, srv, log, ver, sec.keys)
 	if err != nil {
 		_ = srv.Shutdown(context.Background())
 		return err
@@ -143,6 +148,7 @@ func runServe(ctx context.Context, args []string) error {
 			}
 			startErr = nil
 		case <-hup:
+			sec.reload(log)
 			log.Info("SIGHUP: reloading plugins")
 			// Server.Reload is tracked by the server (Shutdown waits for
 			// it, and it refuses to start once shutdown began).

@@ -12,6 +12,7 @@ import (
 	"github.com/gr00tgw/gr00tgw/config"
 	"github.com/gr00tgw/gr00tgw/gateway"
 	"github.com/gr00tgw/gr00tgw/gateway/openpi"
+	"github.com/gr00tgw/gr00tgw/gateway/secure"
 	"github.com/gr00tgw/gr00tgw/gateway/zmq"
 )
 
@@ -30,7 +31,9 @@ type protocolServers struct {
 
 // startProtocols opens the configured endpoints' listeners (after the HTTP
 // one) and serves them; an endpoint whose addr is empty stays off.
-func startProtocols(cfg config.Config, srv *gateway.Server, log *slog.Logger, version string) (*protocolServers, error) {
+// keys (auth.api_keys_file, nil: off) is required by both, besides their
+// own zmq.api_token and openpi.api_key.
+func startProtocols(cfg config.Config, srv *gateway.Server, log *slog.Logger, version string, keys *secure.Keyring) (*protocolServers, error) {
 	p := &protocolServers{errs: make(chan error, 2), kill: make(chan struct{})}
 	listen := func(key, addr string) (net.Listener, error) {
 		a, err := config.ListenAddr(addr)
@@ -49,7 +52,7 @@ func startProtocols(cfg config.Config, srv *gateway.Server, log *slog.Logger, ve
 			return nil, err
 		}
 		z, err := zmq.New(zmq.Options{
-			Gateway: srv, Token: cfg.ZMQ.APIToken, MaxMessageBytes: cfg.ZMQ.MaxMessageBytes, MaxBatch: cfg.ZMQ.MaxBatch,
+			Gateway: srv, Token: cfg.ZMQ.APIToken, Keys: keys, MaxMessageBytes: cfg.ZMQ.MaxMessageBytes, MaxBatch: cfg.ZMQ.MaxBatch,
 			AllowKill: cfg.ZMQ.AllowKill, OnKill: func() { p.killOnce.Do(func() { close(p.kill) }) },
 			IdleTimeout: cfg.ZMQ.IdleTimeout, ReadTimeout: cfg.ZMQ.ReadTimeout, MaxConnections: cfg.MaxConnections, Logger: log,
 		})
@@ -63,7 +66,7 @@ func startProtocols(cfg config.Config, srv *gateway.Server, log *slog.Logger, ve
 				p.errs <- err
 			}
 		}()
-		log.Info("listening (ZeroMQ: Isaac-GR00T policy protocol)", "addr", ln.Addr().String(), "api_token", cfg.ZMQ.APIToken != "",
+		log.Info("listening (ZeroMQ: Isaac-GR00T policy protocol)", "addr", ln.Addr().String(), "api_token", cfg.ZMQ.APIToken != "", "api_keys", keys.Enabled(),
 			"allow_kill", cfg.ZMQ.AllowKill)
 	}
 	if cfg.OpenPI.Addr != "" {
@@ -73,7 +76,7 @@ func startProtocols(cfg config.Config, srv *gateway.Server, log *slog.Logger, ve
 			return nil, err
 		}
 		o, err := openpi.New(openpi.Options{
-			Gateway: srv, APIKey: cfg.OpenPI.APIKey, MaxMessageBytes: cfg.OpenPI.MaxMessageBytes,
+			Gateway: srv, APIKey: cfg.OpenPI.APIKey, Keys: keys, MaxMessageBytes: cfg.OpenPI.MaxMessageBytes,
 			IdleTimeout: cfg.OpenPI.IdleTimeout, ReadTimeout: cfg.OpenPI.ReadTimeout, MaxConnections: cfg.MaxConnections,
 			Version: version, Logger: log,
 		})
@@ -88,7 +91,7 @@ func startProtocols(cfg config.Config, srv *gateway.Server, log *slog.Logger, ve
 				p.errs <- err
 			}
 		}()
-		log.Info("listening (openpi websocket policy protocol)", "addr", ln.Addr().String(), "api_key", cfg.OpenPI.APIKey != "")
+		log.Info("listening (openpi websocket policy protocol)", "addr", ln.Addr().String(), "api_key", cfg.OpenPI.APIKey != "", "api_keys", keys.Enabled())
 	}
 	return p, nil
 }
