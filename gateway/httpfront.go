@@ -25,7 +25,8 @@ type HTTPFrontEnd struct {
 	// Embodiment resolves the request's embodiment tag from its headers
 	// and route parameters alone, before admission and before the body is
 	// read ("" is the default embodiment). Its error (e.g. the 404 of
-	// ModelTag) is the answer. Nil means the default embodiment.
+	// ModelTag) is the answer; the tag returned with it labels the
+	// refusal's metric. Nil means the default embodiment.
 	Embodiment func(c *fiber.Ctx) (string, error)
 	// Decode translates the body (read after admission, at most
 	// max_body_bytes; valid until the handler returns) into a Request for
@@ -115,11 +116,13 @@ func (s *Server) PredictHandler(fe HTTPFrontEnd) fiber.Handler {
 // embodiment it addresses: the model's own names (model_name,
 // nvidia/GR00T-N1.7-3B, GR00T-N1.7-3B) address the default embodiment,
 // any other name is an embodiment tag. Errors: 503 while the server or the
-// embodiment is starting, 404 (field "model") for a name that is neither.
+// embodiment is starting, 404 (field "model") for a name that is neither;
+// the tag the name would address is returned with them (it labels the
+// refusal's metric).
 func (s *Server) ModelTag(name string) (string, error) {
 	e, err := s.modelEntry(name)
 	if err != nil {
-		return "", err
+		return s.modelTag(name), err
 	}
 	return e.tag, nil
 }

@@ -61,7 +61,9 @@ func Mount(srv *gateway.Server) {
 	app.Post("/v2/models/:model/infer", srv.PredictHandler(gateway.HTTPFrontEnd{
 		Protocol:   Protocol,
 		Embodiment: func(c *fiber.Ctx) (string, error) { return srv.ModelTag(c.Params("model")) },
-		Decode:     func(c *fiber.Ctx, tag string, body []byte) (*gateway.Request, gateway.HTTPEncoder, error) { return decode(srv, c, tag, body) },
+		Decode: func(c *fiber.Ctx, tag string, body []byte) (*gateway.Request, gateway.HTTPEncoder, error) {
+			return decode(srv, c, tag, body)
+		},
 	}))
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/gr00tgw/gr00tgw/gateway"
 	"github.com/gr00tgw/gr00tgw/gateway/adapt"
 	"github.com/gr00tgw/gr00tgw/gateway/internal/pytest"
+	"github.com/gr00tgw/gr00tgw/gateway/oip"
 	"github.com/gr00tgw/gr00tgw/gateway/openpi"
 	"github.com/gr00tgw/gr00tgw/gateway/openpi/openpiclient"
 	"github.com/gr00tgw/gr00tgw/gateway/rawobs"
@@ -116,6 +117,7 @@ func start() (*env, error) {
 	if err != nil {
 		return nil, err
 	}
+	oip.Mount(srv)
 	if err := srv.Start(context.Background(), func(ctx context.Context) (*gateway.Deps, error) {
 		return adapt.Open(ctx, cfg, paths, log, mp)
 	}); err != nil {
