@@ -17,6 +17,7 @@ import (
 	_ "github.com/gr00tgw/gr00tgw/device/cpu" // registers backend "cpu"
 	"github.com/gr00tgw/gr00tgw/gateway"
 	"github.com/gr00tgw/gr00tgw/gateway/adapt"
+	"github.com/gr00tgw/gr00tgw/gateway/oip"
 )
 
 func init() {
@@ -86,6 +87,7 @@ func runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	oip.Mount(srv) // Open Inference Protocol v2: GET /v2, POST /v2/models/{name}/infer
 
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
