@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -12,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -191,7 +191,9 @@ func TestE2ESecure(t *testing.T) {
 	// SIGHUP: a rotated key file and a rotated certificate are picked up.
 	writeKeys(secure.Hash("key-2") + " robot-2")
 	ca.Issue(t, "second", certFile, keyFile)
-	require.NoError(t, g.cmd.Process.Signal(syscall.SIGHUP))
+	hup := exec.Command(bin, "reload", "--pid", fmt.Sprint(g.cmd.Process.Pid)) // SIGHUP, as in a container
+	hupOut, err := hup.CombinedOutput()
+	require.NoError(t, err, string(hupOut))
 	require.Eventually(t, func() bool {
 		logs, _ := os.ReadFile(g.stderr)
 		return strings.Contains(string(logs), "SIGHUP: API keys reloaded") && strings.Contains(string(logs), "SIGHUP: TLS certificate reloaded")

@@ -137,6 +137,16 @@ Fails on a key the chart sets itself.
       name: {{ .Values.admin.existingSecret }}
       key: {{ .Values.admin.secretKey }}
 {{- end }}
+{{- if .Values.security.tlsSecret }}
+- name: GR00TGW_TLS_CERT_FILE
+  value: /var/run/secrets/gr00tgw/tls/tls.crt
+- name: GR00TGW_TLS_KEY_FILE
+  value: /var/run/secrets/gr00tgw/tls/tls.key
+{{- end }}
+{{- if .Values.security.apiKeysSecret }}
+- name: GR00TGW_AUTH_API_KEYS_FILE
+  value: /var/run/secrets/gr00tgw/keys/{{ .Values.security.apiKeysSecretKey }}
+{{- end }}
 - name: GOMEMLIMIT
   valueFrom:
     resourceFieldRef:
@@ -152,6 +162,7 @@ startupProbe:
   httpGet:
     path: {{ .Values.probes.startup.path }}
     port: http
+    {{- include "gr00tgw.probeScheme" . }}
   periodSeconds: {{ .Values.probes.startup.periodSeconds }}
   failureThreshold: {{ .Values.probes.startup.failureThreshold }}
   timeoutSeconds: {{ .Values.probes.startup.timeoutSeconds }}
@@ -159,6 +170,7 @@ readinessProbe:
   httpGet:
     path: {{ .Values.probes.readiness.path }}
     port: http
+    {{- include "gr00tgw.probeScheme" . }}
   periodSeconds: {{ .Values.probes.readiness.periodSeconds }}
   failureThreshold: {{ .Values.probes.readiness.failureThreshold }}
   timeoutSeconds: {{ .Values.probes.readiness.timeoutSeconds }}
@@ -166,6 +178,7 @@ livenessProbe:
   httpGet:
     path: {{ .Values.probes.liveness.path }}
     port: http
+    {{- include "gr00tgw.probeScheme" . }}
   periodSeconds: {{ .Values.probes.liveness.periodSeconds }}
   failureThreshold: {{ .Values.probes.liveness.failureThreshold }}
   timeoutSeconds: {{ .Values.probes.liveness.timeoutSeconds }}
@@ -173,6 +186,52 @@ lifecycle:
   preStop:
     sleep:
       seconds: {{ .Values.drain.preStopSleepSeconds }}
+{{- end }}
+
+{{/* With TLS the probes speak HTTPS (the kubelet does not verify the certificate). */}}
+{{- define "gr00tgw.probeScheme" -}}
+{{- if .Values.security.tlsSecret }}
+    scheme: HTTPS
+{{- end }}
+{{- end }}
+
+{{/* The Secret volumes of security.*: mounts (argument: the volume name prefix). */}}
+{{- define "gr00tgw.securityMounts" -}}
+{{- $p := index . 1 }}
+{{- with (index . 0).Values.security }}
+{{- if .tlsSecret }}
+- name: {{ $p }}tls
+  mountPath: /var/run/secrets/gr00tgw/tls
+  readOnly: true
+{{- end }}
+{{- if .apiKeysSecret }}
+- name: {{ $p }}api-keys
+  mountPath: /var/run/secrets/gr00tgw/keys
+  readOnly: true
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The Secret volumes of security.* (argument: the volume name prefix). */}}
+{{- define "gr00tgw.securityVolumes" -}}
+{{- $p := index . 1 }}
+{{- with (index . 0).Values.security }}
+{{- if .tlsSecret }}
+- name: {{ $p }}tls
+  secret:
+    secretName: {{ .tlsSecret }}
+    defaultMode: 0440
+{{- end }}
+{{- if .apiKeysSecret }}
+- name: {{ $p }}api-keys
+  secret:
+    secretName: {{ .apiKeysSecret }}
+    defaultMode: 0440
+    items:
+      - key: {{ .apiKeysSecretKey }}
+        path: {{ .apiKeysSecretKey }}
+{{- end }}
+{{- end }}
 {{- end }}
 
 {{- define "gr00tgw.ports" -}}
