@@ -710,6 +710,7 @@ func TestMetricsExposed(t *testing.T) {
 		`gateway_queue_depth 0`,
 		`gateway_inflight 0`,
 		`gateway_state{state="ready"} 1`,
+		`gateway_embodiment_state{embodiment="oxe_droid_relative_eef_relative_joint",state="served"} 1`,
 		`gateway_state{state="starting"} 0`,
 		`gateway_embodiments{status="served"} 1`,
 		`gateway_embodiment_changes_total{change="added",embodiment="oxe_droid_relative_eef_relative_joint"} 1`,
