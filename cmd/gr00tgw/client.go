@@ -292,7 +292,7 @@ type protocol interface {
 }
 
 // protocolNames lists --protocol's values in help order.
-var protocolNames = []string{"http", "zmq", "openpi"}
+var protocolNames = []string{"http", "oip", "zmq", "openpi"}
 
 // dialProtocol returns the implementation of protocol name for url; the
 // robot protocols fetch the demo from the HTTP API at demoURL.
@@ -302,6 +302,8 @@ func dialProtocol(ctx context.Context, name, url, demoURL string, timeout time.D
 		return newHTTPProtocol(url, timeout, auth)
 	case "zmq", "openpi":
 		return dialRobot(ctx, name, url, demoURL, timeout, auth)
+	case "oip": // on the gateway's HTTP port: the demo comes from the same URL
+		return dialRobot(ctx, name, url, url, timeout, auth)
 	}
 	return nil, fmt.Errorf("%w: --protocol %q: want one of %s", errUsage, name, strings.Join(protocolNames, ", "))
 }

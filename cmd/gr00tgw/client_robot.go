@@ -14,9 +14,9 @@ import (
 	"github.com/gr00tgw/gr00tgw/gateway/zmq/zmqclient"
 )
 
-// The robot protocols behind smoke and bench (--protocol zmq|openpi). They
-// carry raw uint8 frames and a seed but no explicit noise, and have no
-// /demo: the demo comes from the gateway's HTTP API (--demo-url), sent
+// The robot protocols behind smoke and bench (--protocol zmq|openpi|oip).
+// They carry raw uint8 frames and a seed (no explicit noise here), and have
+// no /demo: the demo comes from the gateway's HTTP API (--demo-url), sent
 // with a seed, and its reference is the same request answered by HTTP
 // /predict — the protocols must reproduce it bit for bit.
 
@@ -100,6 +100,8 @@ func dialRobot(ctx context.Context, name, url, demoURL string, timeout time.Dura
 		p.t, err = dialZMQ(ctx, url, timeout, auth.key())
 	case "openpi":
 		p.t, err = dialOpenPI(ctx, url, auth.key())
+	case "oip":
+		p.t, err = dialOIP(url, timeout, auth)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("--protocol %s: %w", name, err)

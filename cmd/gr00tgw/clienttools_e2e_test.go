@@ -89,7 +89,7 @@ func mustRead(t *testing.T, path string) string {
 }
 
 // smoke and bench over the robot protocols: the demo's pixels as raw uint8
-// frames with a seed through ZeroMQ and openpi must reproduce HTTP
+// frames with a seed through ZeroMQ, openpi and OIP must reproduce HTTP
 // /predict of the same request bit for bit, for both embodiments.
 func TestClientToolsRobotProtocolsE2E(t *testing.T) {
 	bin, plugins := buildGateway(t)
@@ -98,6 +98,7 @@ func TestClientToolsRobotProtocolsE2E(t *testing.T) {
 	for _, tc := range []struct{ protocol, url string }{
 		{"zmq", "tcp://" + zaddr},
 		{"openpi", "ws://" + oaddr},
+		{"oip", g.base}, // Open Inference Protocol v2 on the HTTP port, binary tensor data
 	} {
 		for _, emb := range []string{"oxe_droid_relative_eef_relative_joint", "libero_sim"} {
 			var out, errb bytes.Buffer
