@@ -131,12 +131,11 @@ func TestE2ESecure(t *testing.T) {
 
 	// Plain HTTP to the TLS port is refused.
 	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + g.addr + "/health")
-	if err == nil {
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
-		assert.Contains(t, string(b), "HTTPS server")
-	}
+	require.NoError(t, err, "plain HTTP gets an answer, not a reset")
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	assert.Contains(t, string(b), "HTTPS server")
 
 	// ZeroMQ and openpi.
 	raw, err := os.ReadFile(filepath.Join(moduleRoot(t), "testdata", "n17-tiny", "caseA", "request.json"))

@@ -1,6 +1,7 @@
 package secure
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -122,13 +123,34 @@ const plainHTTPAnswer = "HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain; c
 
 func (c *tlsConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
+	c.answerPlain(err)
+	return n, err
+}
+
+// Handshake is tls.Conn's, answering a plain-HTTP client (fasthttp
+// handshakes explicitly before it reads).
+func (c *tlsConn) Handshake() error {
+	err := c.Conn.Handshake()
+	c.answerPlain(err)
+	return err
+}
+
+// HandshakeContext is tls.Conn's, answering a plain-HTTP client.
+func (c *tlsConn) HandshakeContext(ctx context.Context) error {
+	err := c.Conn.HandshakeContext(ctx)
+	c.answerPlain(err)
+	return err
+}
+
+// answerPlain writes plainHTTPAnswer once when err says the client spoke
+// something else than TLS, and closes the connection.
+func (c *tlsConn) answerPlain(err error) {
 	var rhe tls.RecordHeaderError
 	if err != nil && errors.As(err, &rhe) && rhe.Conn != nil && c.answered.CompareAndSwap(false, true) {
 		_ = rhe.Conn.SetWriteDeadline(time.Now().Add(time.Second))
 		_, _ = io.WriteString(rhe.Conn, plainHTTPAnswer)
 		_ = rhe.Conn.Close()
 	}
-	return n, err
 }
 
 // ClientConfig returns a client TLS configuration trusting the PEM CA

@@ -63,8 +63,41 @@ func TestCertificateReloadAndPlainHTTP(t *testing.T) {
 	_, err = tls.Dial("tcp", ln.Addr().String(), &tls.Config{MinVersion: tls.VersionTLS12})
 	require.Error(t, err)
 
-	// Plain HTTP to the TLS port: a 400 naming the problem, then closed.
-	conn, err := net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
+	// Plain HTTP to the TLS port: a 400 naming the problem, then closed,
+	// both for a server that reads first (net/http here) and for one that
+	// handshakes explicitly first (fasthttp).
+	plainHTTP(t, ln.Addr().String())
+	ln2, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	tl := c.Listen(ln2)
+	t.Cleanup(func() { tl.Close() })
+	go func() {
+		for {
+			conn, err := tl.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				if err := conn.(interface{ Handshake() error }).Handshake(); err == nil {
+					io.WriteString(conn, "HTTP/1.0 200 OK\r\n\r\n") //nolint:errcheck
+				}
+			}()
+		}
+	}()
+	plainHTTP(t, ln2.Addr().String())
+
+	_, err = secure.ClientConfig(filepath.Join(dir, "missing.pem"))
+	require.Error(t, err)
+	_, err = secure.ClientConfig(keyFile)
+	require.ErrorContains(t, err, "no PEM certificate")
+}
+
+// plainHTTP sends a plain HTTP request to a TLS address and expects a 400
+// naming the problem.
+func plainHTTP(t *testing.T, addr string) {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	require.NoError(t, err)
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
@@ -75,9 +108,4 @@ func TestCertificateReloadAndPlainHTTP(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
 	assert.True(t, strings.Contains(string(body), "HTTPS server"), string(body))
-
-	_, err = secure.ClientConfig(filepath.Join(dir, "missing.pem"))
-	require.Error(t, err)
-	_, err = secure.ClientConfig(keyFile)
-	require.ErrorContains(t, err, "no PEM certificate")
 }
