@@ -128,10 +128,15 @@ bench-host:
 		awk -v g=$$go_ms -v p=$$py_ms 'BEGIN {printf "host_ratio go_ms=%.3f python_ms=%.3f ratio=%.1fx\n", g, p, p/g}'; \
 	else echo "python3-opencv/torch/PIL not installed: Go figures only (apt-get install python3-opencv python3-torch python3-pil)"; fi
 
-# GEMM shapes, a real-size ViT block and a real-size DiT step in Go, next to
-# Debian's PyTorch (when present) in the same run, as ratios.
+# GEMM shapes, a real-size ViT block, LLM layer and DiT step, then one whole
+# real-size predict stage by stage (vision, llm, adapter, denoise) with load
+# time and peak RSS, in Go next to Debian's PyTorch (when present) in the
+# same run, as ratios. The real-size random checkpoint (~6.3 GB, real tensor
+# names and shapes) is written to BENCH_CHECKPOINT on the first run; peak
+# memory is torch's ~15 GB (the Go side ~6 GB, never both at once).
+BENCH_CHECKPOINT ?= build/n17-real
 bench-model:
-	$(GO) run ./internal/benchmodel/cmd/benchmodel -gemm
+	$(GO) run ./internal/benchmodel/cmd/benchmodel -gemm -stages -checkpoint $(BENCH_CHECKPOINT)
 
 # Every fuzz target in the tree for FUZZTIME each (opt-in; not part of test).
 FUZZTIME ?= 10s

@@ -26,16 +26,7 @@ import (
 // to bf16. Chunks of synthChunk values have their own PCG stream (seeded
 // by the name's hash and the chunk index) and are filled in parallel.
 func synth(name string, n, fanIn int) []float32 {
-	h := fnv.New64a()
-	h.Write([]byte(name))
-	seed := h.Sum64()
 	out := make([]float32, n)
-	a, c := float32(1), float32(0)
-	if fanIn > 0 {
-		a = float32(math.Sqrt(3 / float64(fanIn)))
-	} else {
-		a, c = 0.1*float32(math.Sqrt(3)), 1
-	}
 	chunks := (n + synthChunk - 1) / synthChunk
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -48,17 +39,38 @@ func synth(name string, n, fanIn int) []float32 {
 				if ci >= chunks {
 					return
 				}
-				rng := rand.NewPCG(seed, uint64(ci))
-				part := out[ci*synthChunk : min((ci+1)*synthChunk, n)]
-				for i := range part {
-					u := float32(rng.Uint64()>>40)*(2.0/(1<<24)) - 1
-					part[i] = roundBF16(c + a*u)
-				}
+				fillChunk(out[ci*synthChunk:min((ci+1)*synthChunk, n)], name, fanIn, ci)
 			}
 		}()
 	}
 	wg.Wait()
 	return out
+}
+
+// synthRange returns chunk ci of synth(name, n, fanIn) (a fresh slice of at
+// most synthChunk values).
+func synthRange(name string, n, fanIn, ci int) []float32 {
+	part := make([]float32, min((ci+1)*synthChunk, n)-ci*synthChunk)
+	fillChunk(part, name, fanIn, ci)
+	return part
+}
+
+// fillChunk fills part with the values of chunk ci of name's stream.
+func fillChunk(part []float32, name string, fanIn, ci int) {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	seed := h.Sum64()
+	a, c := float32(1), float32(0)
+	if fanIn > 0 {
+		a = float32(math.Sqrt(3 / float64(fanIn)))
+	} else {
+		a, c = 0.1*float32(math.Sqrt(3)), 1
+	}
+	rng := rand.NewPCG(seed, uint64(ci))
+	for i := range part {
+		u := float32(rng.Uint64()>>40)*(2.0/(1<<24)) - 1
+		part[i] = roundBF16(c + a*u)
+	}
 }
 
 const synthChunk = 1 << 18

@@ -1,12 +1,16 @@
 // Command benchmodel times a real-size ViT block, LLM decoder layer and DiT
 // step of the Go CPU backend (internal/benchmodel) and, when Debian's
-// PyTorch is installed,
-// the same computations in torch (testdata/bench/torch_model.py), in one
-// run, and prints Go ms, torch ms and their ratio per item. With -gemm it
-// first runs the GEMM comparison (testdata/bench/compare.py). Run it from
-// the repository root:
+// PyTorch is installed, the same computations in torch
+// (testdata/bench/torch_model.py), in one run, and prints Go ms, torch ms
+// and their ratio per item. With -gemm it first runs the GEMM comparison
+// (testdata/bench/compare.py); with -stages it then times one whole
+// real-size predict stage by stage (vision, llm, adapter, denoise) on a
+// real-size random checkpoint, Go's CPU backend beside
+// testdata/bench/torch_stages.py, with both sides' load time, peak RSS and
+// the action_pred agreement. Run it from the repository root (`make
+// bench-model` runs all three):
 //
-//	go run ./internal/benchmodel/cmd/benchmodel -gemm
+//	go run ./internal/benchmodel/cmd/benchmodel -gemm -stages -checkpoint build/n17-real
 //
 // Ratios are torch time ÷ Go time: above 1 the Go backend is faster. The
 // cpu figures divide each side's process CPU time by its thread count (the
@@ -42,27 +46,75 @@ func main() {
 	reps := flag.Int("reps", 5, "timed repetitions per item (best-of)")
 	gemm := flag.Bool("gemm", false, "first run the GEMM comparison (testdata/bench/compare.py)")
 	python := flag.String("python", "/usr/bin/python3", "Python with torch for the reference timings ('' to skip torch)")
-	only := flag.String("only", "", "comma-separated items: vit, llm, dit (default all)")
-	kernels := flag.String("kernels", "policy", "weight storage: policy (as device/cpu's fp32 policy: fp32 backbone, bf16 action head), bf16 (tensor.DefaultBF16Weights everywhere) or fp32 (tensor.Default everywhere); all three give bit-identical results")
+	only := flag.String("only", "", "comma-separated items: vit, llm, dit, stages (default: vit, llm, dit, and stages with -stages)")
+	kernels := flag.String("kernels", "policy", "weight storage: policy (as device/cpu's fp32 policy: tensor.DefaultBF16Weights in every stage), split (fp32 backbone, bf16 action head) or fp32 (tensor.Default everywhere); all three give bit-identical results")
+	writeCk := flag.String("write-checkpoint", "", "write a real-size random checkpoint (real tensor names and shapes, BF16, ~6.3 GB) to this directory and exit")
+	stages := flag.Bool("stages", false, "after the block items, time one whole real-size predict stage by stage (Go CPU backend vs testdata/bench/torch_stages.py on the same -checkpoint and -inputs); writes the checkpoint first when -checkpoint holds none")
+	ckpt := flag.String("checkpoint", "build/n17-real", "with -stages: the real-size checkpoint directory (written by -write-checkpoint if absent; ~6.3 GB)")
+	inputs := flag.String("inputs", filepath.Join("testdata", "n17-tiny", "caseA"), "with -stages: encoded model inputs (pixel_values, image_grid_thw, input_ids, attention_mask, position_ids, state_normalized, noise .npy)")
+	fp32Check := flag.Bool("fp32-check", false, "with -stages: also run the Go backend with fp32 weight storage everywhere (tensor.Default, no bf16 panels) and compare action_pred")
+	torchOut := flag.String("torch-out", "", "with -stages: keep torch's action_pred.npy, backbone_features, adapter_out and vision_merger .npy in this directory (default: a temporary one)")
+	stageReps := flag.Int("stage-reps", 2, "with -stages: timed predicts per side (best-of, after one untimed)")
 	flag.Parse()
-	if err := run(*reps, *gemm, *python, *only, *kernels); err != nil {
+	if *writeCk != "" {
+		t0 := time.Now()
+		if err := benchmodel.WriteCheckpoint(*writeCk, filepath.Join("testdata", "n17-tiny")); err != nil {
+			fmt.Fprintln(os.Stderr, "benchmodel:", err)
+			os.Exit(1)
+		}
+		fmt.Printf("wrote %s in %.1f s\n", *writeCk, time.Since(t0).Seconds())
+		return
+	}
+	blocks, withStages, err := items(*only, *stages)
+	if err == nil && (len(blocks) > 0 || *gemm) {
+		err = run(*reps, *gemm, *python, blocks, *kernels)
+	}
+	if err == nil && withStages {
+		// The block items' weights go back before the real-size checkpoint loads.
+		runtime.GC()
+		debug.FreeOSMemory()
+		err = runStages(*ckpt, *inputs, *python, *torchOut, *stageReps, *fp32Check)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchmodel:", err)
 		os.Exit(1)
 	}
+}
+
+// items parses -only: the block items to run (vit, llm, dit; empty: all
+// three) and whether the stage comparison runs (-stages, or "stages" in
+// -only, which then names every item to run).
+func items(only string, stages bool) (string, bool, error) {
+	if only == "" {
+		return "vit,llm,dit", stages, nil
+	}
+	var blocks []string
+	withStages := false
+	for _, w := range strings.Split(only, ",") {
+		switch w {
+		case "vit", "llm", "dit":
+			blocks = append(blocks, w)
+		case "stages":
+			withStages = true
+		default:
+			return "", false, fmt.Errorf("-only %q: want a comma-separated list of vit, llm, dit, stages", only)
+		}
+	}
+	return strings.Join(blocks, ","), withStages, nil
 }
 
 func run(reps int, gemm bool, python, only, kname string) error {
 	// kb packs the backbone, kd the action head.
 	var kb, kd tensor.Kernels
 	switch kname {
-	case "policy":
-		kb, kd = tensor.Default(), tensor.DefaultBF16Weights()
-	case "bf16":
+	case "policy", "bf16":
 		kb, kd = tensor.DefaultBF16Weights(), tensor.DefaultBF16Weights()
+	case "split":
+		kb, kd = tensor.Default(), tensor.DefaultBF16Weights()
 	case "fp32":
 		kb, kd = tensor.Default(), tensor.Default()
 	default:
-		return fmt.Errorf("-kernels %q: want policy, bf16 or fp32", kname)
+		return fmt.Errorf("-kernels %q: want policy, split or fp32", kname)
 	}
 	haveTorch := python != ""
 	if haveTorch {
@@ -91,21 +143,16 @@ func run(reps int, gemm bool, python, only, kname string) error {
 	flops := map[string]float64{}
 	want := map[string]bool{}
 	for _, w := range strings.Split(only, ",") {
-		switch w {
-		case "":
-		case "vit", "llm", "dit":
+		if w != "" {
 			want[w] = true
-		default:
-			return fmt.Errorf("-only %q: want a comma-separated list of vit, llm, dit", only)
 		}
 	}
-	all := len(want) == 0
-	if all || want["vit"] || want["llm"] {
-		if err := goBackbone(kb, reps, threads, all || want["vit"], all || want["llm"], got, flops); err != nil {
+	if want["vit"] || want["llm"] {
+		if err := goBackbone(kb, reps, threads, want["vit"], want["llm"], got, flops); err != nil {
 			return err
 		}
 	}
-	if all || want["dit"] {
+	if want["dit"] {
 		if err := goDiT(kd, reps, threads, got, flops); err != nil {
 			return err
 		}
@@ -118,7 +165,7 @@ func run(reps int, gemm bool, python, only, kname string) error {
 		}
 		fmt.Printf("go_model name=%s ms=%.2f cpu_ms=%.2f%s\n", name, r.ms, r.cpuMs, g)
 	}
-	if !haveTorch {
+	if !haveTorch || len(got) == 0 {
 		return nil
 	}
 	// Free the Go model before torch builds its own (the DiT is ~4.2 GB in torch).
@@ -222,7 +269,7 @@ func goDiT(k tensor.Kernels, reps int, threads float64, got map[string]result, f
 	}
 	got["dit_step"], got["dit_crosskv"] = step, kv
 	flops["dit_step"] = d.StepFLOPs()
-	fmt.Printf("go_model name=dit_denoise ms=%.2f cpu_ms=%.2f (K/V once + 4 steps + encoders; reference fp32 torch denoise: 6,183 ms in spec/perf-notes.md)\n", den.ms, den.cpuMs)
+	fmt.Printf("go_model name=dit_denoise ms=%.2f cpu_ms=%.2f (K/V once + 4 steps + encoders; the whole stage beside torch: -stages; RATIONALE.md, Real size against the PyTorch reference)\n", den.ms, den.cpuMs)
 	return nil
 }
 

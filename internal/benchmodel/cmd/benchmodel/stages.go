@@ -1,0 +1,192 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gr00tgw/gr00tgw/core/npy"
+	"github.com/gr00tgw/gr00tgw/core/tensor"
+	"github.com/gr00tgw/gr00tgw/device/cpu"
+	"github.com/gr00tgw/gr00tgw/internal/benchmodel"
+)
+
+// fp32Storage is a dtype policy registered by this tool only: the fp32
+// policy without bf16 weight storage (tensor.Default everywhere), the
+// reference the default policy's action_pred is checked against.
+const fp32Storage = "fp32-storage"
+
+func init() {
+	cpu.RegisterPolicy(fp32Storage, func() (cpu.Policy, error) {
+		k := tensor.Default()
+		return cpu.Policy{Name: fp32Storage, Vision: k, LLM: k, Adapter: k, Denoise: k}, nil
+	})
+}
+
+// runStages is -stages: Go and torch on one whole real-size predict, stage
+// by stage, side by side in one run.
+func runStages(ckpt, inputs, python, torchOut string, reps int, fp32Check bool) error {
+	if benchmodel.NeedsCheckpoint(ckpt) {
+		fmt.Printf("# writing the real-size random checkpoint to %s (~6.3 GB)\n", ckpt)
+		t0 := time.Now()
+		if err := benchmodel.WriteCheckpoint(ckpt, filepath.Join("testdata", "n17-tiny")); err != nil {
+			return err
+		}
+		fmt.Printf("# written in %.1f s\n", time.Since(t0).Seconds())
+	}
+	threads := float64(runtime.GOMAXPROCS(0))
+	fmt.Printf("# cpu: %s; isa: %s (tensor.Variants()[0]); GOMAXPROCS=%d; %s %s/%s; %s\n", cpuModel(),
+		tensor.Variants()[0].Name, runtime.GOMAXPROCS(0), runtime.Version(), runtime.GOOS, runtime.GOARCH, time.Now().UTC().Format("2006-01-02 15:04 UTC"))
+	fmt.Printf("# checkpoint %s, inputs %s, reps %d (best of; one untimed predict first)\n", ckpt, inputs, reps)
+	ctx := context.Background()
+	g, err := benchmodel.RunStages(ctx, ckpt, inputs, "", reps)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("go_load s=%.3f cpu_s=%.3f warmup_s=%.3f rss_after_load_mib=%.0f peak_rss_mib=%.0f policy=%s\n",
+		g.Load.Wall.Seconds(), g.Load.CPU.Seconds(), g.Warmup.Seconds(), g.RSSAfterLoadMiB, g.PeakRSSMiB, g.Facts.Policy)
+	for _, s := range benchmodel.Stages {
+		t := g.Stages[s]
+		fmt.Printf("go_stage name=%s ms=%.1f cpu_ms=%.1f\n", s, ms(t.Wall), ms(t.CPU)/threads)
+	}
+	fmt.Printf("go_stage name=predict ms=%.1f cpu_ms=%.1f\n", ms(g.Predict.Wall), ms(g.Predict.CPU)/threads)
+	goPred := g.ActionPred
+	g.ActionPred = nil
+	if fp32Check {
+		runtime.GC()
+		debug.FreeOSMemory()
+		r, err := benchmodel.RunStages(ctx, ckpt, inputs, fp32Storage, 0)
+		if err != nil {
+			return err
+		}
+		d := maxAbsDiff(goPred, r.ActionPred)
+		fmt.Printf("fp32_check policy=%s pcc=%.9f max_abs_diff=%.3g bit_identical=%v peak_rss_mib=%.0f load_s=%.1f\n",
+			fp32Storage, benchmodel.PCC(goPred, r.ActionPred), d, d == 0, r.PeakRSSMiB, r.Load.Wall.Seconds())
+	}
+	if python == "" {
+		return nil
+	}
+	if _, err := os.Stat(python); err != nil {
+		fmt.Printf("# %s not found: Go figures only\n", python)
+		return nil
+	}
+	runtime.GC()
+	debug.FreeOSMemory() // torch holds ~12 GB of fp32 weights: give Go's back first
+	out := torchOut
+	if out == "" {
+		tmp, err := os.MkdirTemp("", "torch-stages-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		out = tmp
+	}
+	tt, tload, err := torchStages(python, ckpt, inputs, out, reps)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%-16s %10s %10s %7s | %10s %10s %7s\n", "stage", "go ms", "torch ms", "ratio", "go cpu", "torch cpu", "ratio")
+	row := func(name, tname string, gt benchmodel.Timing) {
+		t := tt[tname]
+		gm, gc := ms(gt.Wall), ms(gt.CPU)/threads
+		fmt.Printf("%-16s %10.1f %10.1f %7.2f | %10.1f %10.1f %7.2f\n", name, gm, t.ms, div(t.ms, gm), gc, t.cpuMs, div(t.cpuMs, gc))
+	}
+	for _, s := range benchmodel.Stages {
+		row(s, s, g.Stages[s])
+	}
+	row("denoise_hoisted", "denoise_hoisted", g.Stages["denoise"])
+	fmt.Printf("%-16s %10.1f %10.1f %7.2f   (open → ready; torch: safetensors → fp32 tensors)\n", "load",
+		ms(g.Load.Wall), tload*1e3, div(tload*1e3, ms(g.Load.Wall)))
+	for _, s := range append(benchmodel.Stages, "denoise_hoisted") {
+		gs := g.Stages[strings.TrimSuffix(s, "_hoisted")]
+		t := tt[s]
+		fmt.Printf("stage_ratio name=%s go_ms=%.1f torch_ms=%.1f ratio=%.2f go_cpu_ms=%.1f torch_cpu_ms=%.1f cpu_ratio=%.2f\n",
+			s, ms(gs.Wall), t.ms, div(t.ms, ms(gs.Wall)), ms(gs.CPU)/threads, t.cpuMs, div(t.cpuMs, ms(gs.CPU)/threads))
+	}
+	fmt.Printf("load_ratio go_s=%.2f torch_s=%.2f go_over_torch=%.2f\n", g.Load.Wall.Seconds(), tload, div(g.Load.Wall.Seconds(), tload))
+	a, err := npy.ReadFile(filepath.Join(out, "action_pred.npy"))
+	if err != nil {
+		return err
+	}
+	tp, err := a.Float32s()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("fidelity action_pred go_vs_torch pcc=%.9f max_abs_diff=%.3g\n", benchmodel.PCC(goPred, tp), maxAbsDiff(goPred, tp))
+	return nil
+}
+
+// torchStages runs torch_stages.py and returns its stage times and load
+// seconds.
+func torchStages(python, ckpt, inputs, out string, reps int) (map[string]result, float64, error) {
+	script := filepath.Join("testdata", "bench", "torch_stages.py")
+	cmd := exec.Command(python, "-W", "ignore", script, "--weights-dir", ckpt, "--inputs", inputs,
+		"--reps", strconv.Itoa(reps), "--out", out)
+	cmd.Env = append(os.Environ(), "OMP_NUM_THREADS="+strconv.Itoa(runtime.GOMAXPROCS(0)), "OMP_WAIT_POLICY=PASSIVE")
+	cmd.Stderr = os.Stderr
+	pipe, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, 0, err
+	}
+	res := map[string]result{}
+	var load float64
+	sc := bufio.NewScanner(pipe)
+	for sc.Scan() {
+		line := sc.Text()
+		fmt.Println(line)
+		f := map[string]string{}
+		for _, kv := range strings.Fields(line)[1:] {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				f[k] = v
+			}
+		}
+		switch {
+		case strings.HasPrefix(line, "torch_stage "):
+			m, _ := strconv.ParseFloat(f["ms"], 64)
+			c, _ := strconv.ParseFloat(f["cpu_ms"], 64)
+			res[f["name"]] = result{m, c}
+		case strings.HasPrefix(line, "torch_load "):
+			load, _ = strconv.ParseFloat(f["s"], 64)
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		return nil, 0, fmt.Errorf("%s: %w", script, err)
+	}
+	return res, load, nil
+}
+
+func maxAbsDiff(a, b []float32) float64 {
+	if len(a) != len(b) {
+		return math.Inf(1)
+	}
+	var d float64
+	for i := range a {
+		d = max(d, math.Abs(float64(a[i])-float64(b[i])))
+	}
+	return d
+}
+
+// cpuModel is /proc/cpuinfo's first "model name" (GOARCH elsewhere).
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				return strings.TrimSpace(v)
+			}
+		}
+	}
+	return runtime.GOARCH
+}
