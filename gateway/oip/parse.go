@@ -75,7 +75,7 @@ func schema(field, format string, args ...any) *gateway.HandlerError {
 type wireRequest struct {
 	ID           *string                    `json:"id"`
 	Parameters   map[string]json.RawMessage `json:"parameters"`
-	Inputs       []json.RawMessage          `json:"inputs"`
+	Inputs       []wireInput                `json:"inputs"`
 	Outputs      []json.RawMessage          `json:"outputs"`
 	ModelName    string                     `json:"model_name"`    // accepted (Triton clients send it), the path decides
 	ModelVersion string                     `json:"model_version"` // likewise
@@ -136,9 +136,11 @@ func Parse(body []byte, headerLen int, c *gateway.Contract) (*Infer, error) {
 	if !utf8.Valid(js) {
 		return nil, schema("body", "inference request is not valid UTF-8")
 	}
+	// One strict pass over the body (frames as JSON numbers are megabytes);
+	// only when it fails, a second finds the input to blame.
 	var w wireRequest
 	if err := strict(js, &w); err != nil {
-		return nil, schema("body", "not an inference request object: %v", err)
+		return nil, blame(js, err)
 	}
 	inf := &Infer{}
 	if w.ID != nil {
@@ -157,15 +159,9 @@ func Parse(body []byte, headerLen int, c *gateway.Contract) (*Infer, error) {
 	ins := make([]input, len(w.Inputs))
 	seen := map[string]bool{}
 	off := 0
-	for i, raw := range w.Inputs {
+	for i := range w.Inputs {
 		in := &ins[i]
-		if err := strict(raw, &in.wireInput); err != nil {
-			var probe struct {
-				Name string `json:"name"`
-			}
-			_ = json.Unmarshal(raw, &probe)
-			return nil, schema(fieldOf(probe.Name, i), "input[%s]: not an input tensor object: %v", nameOf(probe.Name, i), err)
-		}
+		in.wireInput = w.Inputs[i]
 		if bytes.Equal(bytes.TrimSpace(in.Data), []byte("null")) {
 			in.Data = nil
 		}
@@ -273,6 +269,27 @@ func Parse(body []byte, headerLen int, c *gateway.Contract) (*Infer, error) {
 	}
 	inf.Request = r
 	return inf, nil
+}
+
+// blame turns the strict decoder's error into the answer: the first input
+// that is no input tensor object is named, else the body is.
+func blame(js []byte, err error) error {
+	var loose struct {
+		Inputs []json.RawMessage `json:"inputs"`
+	}
+	if json.Unmarshal(js, &loose) == nil {
+		for i, raw := range loose.Inputs {
+			var in wireInput
+			if ierr := strict(raw, &in); ierr != nil {
+				var probe struct {
+					Name string `json:"name"`
+				}
+				_ = json.Unmarshal(raw, &probe)
+				return schema(fieldOf(probe.Name, i), "input[%s]: not an input tensor object: %v", nameOf(probe.Name, i), ierr)
+			}
+		}
+	}
+	return schema("body", "not an inference request object: %v", err)
 }
 
 func nameOf(name string, i int) string {

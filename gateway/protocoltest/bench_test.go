@@ -6,12 +6,15 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/gr00tgw/gr00tgw/gateway/oip"
+	"github.com/gr00tgw/gr00tgw/gateway/oip/oipclient"
 	"github.com/gr00tgw/gr00tgw/gateway/openpi/openpiclient"
 	"github.com/gr00tgw/gr00tgw/gateway/rawobs"
 	"github.com/gr00tgw/gr00tgw/gateway/wire"
@@ -49,6 +52,7 @@ func BenchmarkDROIDRequest(b *testing.B) {
 		b.Fatal(err)
 	}
 	pobs.Set("seed", int64(7))
+	seed7 := uint64(7)
 	ctx := context.Background()
 
 	b.Run("http-png", func(b *testing.B) {
@@ -63,6 +67,30 @@ func BenchmarkDROIDRequest(b *testing.B) {
 			return err
 		})
 	})
+	for _, bin := range []bool{false, true} {
+		name := "oip-raw-json"
+		if bin {
+			name = "oip-raw-binary"
+		}
+		body, hl, err := oipclient.Request(o, oipclient.Options{Seed: &seed7, Binary: bin})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(name, func(b *testing.B) {
+			run(b, e, "POST /v2/models/:model/infer", func() error {
+				req, _ := http.NewRequest("POST", "/v2/models/"+droidTag+"/infer", bytes.NewReader(body))
+				if hl >= 0 {
+					req.Header.Set(oip.HeaderContentLength, strconv.Itoa(hl))
+				}
+				resp, err := e.srv.App().Test(req, -1)
+				if err != nil {
+					return err
+				}
+				_, err = io.Copy(io.Discard, resp.Body)
+				return err
+			})
+		})
+	}
 	for _, enc := range []wire.Encoding{wire.EncodingNPY, wire.EncodingMsgpackNumpy} {
 		b.Run("zmq-raw-"+enc.String(), func(b *testing.B) {
 			c, err := zmqclient.Dial(ctx, e.zmqAddr, zmqclient.Options{Token: zmqToken, Encoding: enc, Timeout: time.Minute})
