@@ -129,6 +129,20 @@ func TestE2ESecure(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, out, "401", out)
 
+	// OIP's infer through the client tools' oip protocol, with and without
+	// the key.
+	smokeCLI := func(args ...string) (string, error) {
+		cmd := exec.Command(bin, append([]string{"smoke", "--url", g.base, "--demo-url", g.base, "--ca-file", ca.File}, args...)...)
+		cmd.Env = childEnv(moduleRoot(t))
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err = smokeCLI("--protocol", "oip", "--api-key", "key-1")
+	require.NoError(t, err, out)
+	out, err = smokeCLI("--protocol", "oip", "--api-key", "key-2")
+	require.Error(t, err, out)
+	assert.Contains(t, out, "401", out)
+
 	// Plain HTTP to the TLS port is refused.
 	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + g.addr + "/health")
 	require.NoError(t, err, "plain HTTP gets an answer, not a reset")
