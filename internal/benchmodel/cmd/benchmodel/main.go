@@ -28,6 +28,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -55,7 +56,19 @@ func main() {
 	fp32Check := flag.Bool("fp32-check", false, "with -stages: also run the Go backend with fp32 weight storage everywhere (tensor.Default, no bf16 panels) and compare action_pred")
 	torchOut := flag.String("torch-out", "", "with -stages: keep torch's action_pred.npy, backbone_features, adapter_out and vision_merger .npy in this directory (default: a temporary one)")
 	stageReps := flag.Int("stage-reps", 2, "with -stages: timed predicts per side (best-of, after one untimed)")
+	cpuProfile := flag.String("cpuprofile", "", "write the Go side's CPU profile to this file (go tool pprof)")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "benchmodel:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if *writeCk != "" {
 		t0 := time.Now()
 		if err := benchmodel.WriteCheckpoint(*writeCk, filepath.Join("testdata", "n17-tiny")); err != nil {
@@ -76,6 +89,7 @@ func main() {
 		err = runStages(*ckpt, *inputs, *python, *torchOut, *stageReps, *fp32Check)
 	}
 	if err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "benchmodel:", err)
 		os.Exit(1)
 	}

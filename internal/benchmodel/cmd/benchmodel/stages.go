@@ -54,11 +54,18 @@ func runStages(ckpt, inputs, python, torchOut string, reps int, fp32Check bool) 
 	}
 	fmt.Printf("go_load s=%.3f cpu_s=%.3f warmup_s=%.3f rss_after_load_mib=%.0f peak_rss_mib=%.0f policy=%s\n",
 		g.Load.Wall.Seconds(), g.Load.CPU.Seconds(), g.Warmup.Seconds(), g.RSSAfterLoadMiB, g.PeakRSSMiB, g.Facts.Policy)
-	for _, s := range benchmodel.Stages {
-		t := g.Stages[s]
-		fmt.Printf("go_stage name=%s ms=%.1f cpu_ms=%.1f\n", s, ms(t.Wall), ms(t.CPU)/threads)
+	if reps < 1 {
+		fmt.Println("# -stage-reps 0: no timed predict (action_pred of the untimed one)")
+		python = "" // nothing to set torch's times beside
 	}
-	fmt.Printf("go_stage name=predict ms=%.1f cpu_ms=%.1f\n", ms(g.Predict.Wall), ms(g.Predict.CPU)/threads)
+	for _, s := range benchmodel.Stages {
+		if t, ok := g.Stages[s]; ok {
+			fmt.Printf("go_stage name=%s ms=%.1f cpu_ms=%.1f\n", s, ms(t.Wall), ms(t.CPU)/threads)
+		}
+	}
+	if reps >= 1 {
+		fmt.Printf("go_stage name=predict ms=%.1f cpu_ms=%.1f\n", ms(g.Predict.Wall), ms(g.Predict.CPU)/threads)
+	}
 	goPred := g.ActionPred
 	g.ActionPred = nil
 	if fp32Check {
