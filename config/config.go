@@ -107,6 +107,9 @@ type Config struct {
 	ZMQ    ZMQ    `koanf:"zmq"`
 	OpenPI OpenPI `koanf:"openpi"`
 
+	// Device configures where the backend runs (device/runner).
+	Device Device `koanf:"device"`
+
 	// TLS, when its files are set, serves the HTTP API over HTTPS only;
 	// Auth, when its key file is set, requires an API key on every
 	// predict route of every protocol. Both are off by default and
@@ -132,6 +135,33 @@ type Auth struct {
 	// ZeroMQ as the request's api_token, openpi on the websocket
 	// upgrade. Health and /metrics stay open. "" is off.
 	APIKeysFile string `koanf:"api_keys_file" flag:"api-keys-file" usage:"file of sha256:<hex> API key hashes, one a line (gr00tgw keys hash); when set every predict route needs a key (re-read on SIGHUP; empty: no keys)"`
+}
+
+// Device configures the backend's process isolation: serve runs the
+// backend in runner child processes (gr00tgw runner, device/RUNNER.md) by
+// default, supervised and restarted on a crash or hang; inproc keeps it in
+// the gateway's process (tests, embedding).
+type Device struct {
+	// Isolation is "process" (runner children) or "inproc".
+	Isolation string `koanf:"isolation" flag:"device-isolation" usage:"where the backend runs: process (supervised runner children) or inproc"`
+	// Runners is how many runner processes serve (one per accelerator;
+	// threads are split between them). Only with isolation process.
+	Runners int `koanf:"runners" flag:"device-runners" usage:"runner processes (one per device; each request goes to an idle one)"`
+	// RunnerCommand is a runner's argv (empty: this binary's runner
+	// subcommand); the gateway appends --fd 3 --backend … (device/RUNNER.md).
+	RunnerCommand []string `koanf:"runner_command" flag:"device-runner-command" usage:"runner command, comma-separated argv (empty: gr00tgw runner)"`
+	// RunnerPingInterval and RunnerPingTimeout: liveness pings; a runner
+	// without a PONG within the timeout is killed and restarted.
+	RunnerPingInterval time.Duration `koanf:"runner_ping_interval" flag:"device-runner-ping-interval" usage:"how often each runner is pinged"`
+	RunnerPingTimeout  time.Duration `koanf:"runner_ping_timeout" flag:"device-runner-ping-timeout" usage:"a runner that does not answer a ping within this is killed and restarted"`
+	// RunnerCallGrace is how long a prediction past its deadline may take
+	// to stop before its runner is killed and restarted.
+	RunnerCallGrace time.Duration `koanf:"runner_call_grace" flag:"device-runner-call-grace" usage:"time a cancelled prediction gets to stop before its runner is killed"`
+	// RunnerStartTimeout bounds a runner's start (exec, weights, HELLO).
+	RunnerStartTimeout time.Duration `koanf:"runner_start_timeout" flag:"device-runner-start-timeout" usage:"deadline for a runner to load and answer its handshake"`
+	// RunnerMaxRestarts is how many consecutive failed restarts leave a
+	// runner failed (the server then stays not ready, with the reason).
+	RunnerMaxRestarts int `koanf:"runner_max_restarts" flag:"device-runner-max-restarts" usage:"consecutive failed restarts before a runner stays down"`
 }
 
 // ZMQ configures the Isaac-GR00T ZeroMQ policy endpoint (PolicyClient,
@@ -261,6 +291,8 @@ func Default() Config {
 		Metrics: Metrics{Enabled: true},
 		ZMQ:     ZMQ{MaxMessageBytes: 64 << 20, MaxBatch: 8, IdleTimeout: 10 * time.Minute, ReadTimeout: 30 * time.Second},
 		OpenPI:  OpenPI{MaxMessageBytes: 64 << 20, IdleTimeout: 10 * time.Minute, ReadTimeout: 30 * time.Second},
+		Device: Device{Isolation: "process", Runners: 1, RunnerPingInterval: time.Second, RunnerPingTimeout: 3 * time.Second,
+			RunnerCallGrace: 2 * time.Second, RunnerStartTimeout: 5 * time.Minute, RunnerMaxRestarts: 5},
 	}
 }
 
@@ -410,6 +442,18 @@ func (c *Config) checks() []keyCheck {
 		{"tls.cert_file", func() error { return pairedFile(c.TLS.CertFile, c.TLS.KeyFile, "tls.key_file") }},
 		{"tls.key_file", func() error { return pairedFile(c.TLS.KeyFile, c.TLS.CertFile, "tls.cert_file") }},
 		{"auth.api_keys_file", func() error { return readableFile(c.Auth.APIKeysFile) }},
+		{"device.isolation", func() error { return oneOf(c.Device.Isolation, "process", "inproc") }},
+		{"device.runners", func() error {
+			if c.Device.Runners < 1 || c.Device.Runners > 64 {
+				return fmt.Errorf("%d is outside [1, 64]", c.Device.Runners)
+			}
+			return nil
+		}},
+		{"device.runner_ping_interval", func() error { return positive(c.Device.RunnerPingInterval) }},
+		{"device.runner_ping_timeout", func() error { return positive(c.Device.RunnerPingTimeout) }},
+		{"device.runner_call_grace", func() error { return positive(c.Device.RunnerCallGrace) }},
+		{"device.runner_start_timeout", func() error { return positive(c.Device.RunnerStartTimeout) }},
+		{"device.runner_max_restarts", func() error { return atLeast(c.Device.RunnerMaxRestarts, 1) }},
 	}
 }
 

@@ -115,6 +115,10 @@ func classify(err error, stage string) *HandlerError {
 	if errors.Is(err, context.Canceled) {
 		return &HandlerError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, RetryAfter: 1, Err: fmt.Errorf("%s: cancelled (server shutting down): %w", stage, err)}
 	}
+	if errors.Is(err, device.ErrRestarting) {
+		return &HandlerError{Status: http.StatusServiceUnavailable, Code: CodeRestarting, RetryAfter: 2,
+			Err: fmt.Errorf("%s: %w", stage, err)}
+	}
 	if errors.Is(err, device.ErrInput) {
 		// The encoder checked the request against the backend's limits
 		// before the lock: an input the device refuses is a gateway,

@@ -52,7 +52,7 @@ func TestSeedSignedKeepsBits(t *testing.T) {
 // A request whose deadline already passed never takes the device, even
 // when the lock is free.
 func TestAcquireDeadContext(t *testing.T) {
-	l := newDeviceLock(2)
+	l := newDeviceLock(2, 1)
 	l2 := &l
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -10,17 +10,19 @@ import (
 // already waiting.
 var errQueueFull = errors.New("device queue is full")
 
-// deviceLock serialises device predictions (batch 1) with a bounded wait
-// queue: one holder, at most depth waiters; a caller beyond that is refused
-// at once rather than queued without bound.
+// deviceLock admits device predictions to the backend's slots (one for a
+// batch-1 device; device.Slotted's Slots for a pool of runners, each call
+// then running on an idle one) with a bounded wait queue: at most depth
+// waiters; a caller beyond that is refused at once rather than queued
+// without bound.
 type deviceLock struct {
 	sem     chan struct{}
 	depth   int64
 	waiting atomic.Int64
 }
 
-func newDeviceLock(depth int) deviceLock {
-	return deviceLock{sem: make(chan struct{}, 1), depth: int64(depth)}
+func newDeviceLock(depth, slots int) deviceLock {
+	return deviceLock{sem: make(chan struct{}, max(slots, 1)), depth: int64(depth)}
 }
 
 // acquire takes the lock, waiting until ctx is done. It returns errQueueFull

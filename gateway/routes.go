@@ -28,10 +28,16 @@ func (s *Server) deviceLabel() string {
 func (s *Server) health(c *fiber.Ctx) error {
 	st := s.state.Load()
 	status := stateName(st)
+	m := fiber.Map{"model": s.cfg.ModelName, "device": s.deviceLabel()}
 	if st == stateReady {
 		status = "ok"
+		if ds, reason := s.deviceState(); ds != "" {
+			// A supervised device is restarting (or gave up): not ready.
+			status, m["reason"] = ds, reason
+		}
 	}
-	return c.JSON(fiber.Map{"status": status, "model": s.cfg.ModelName, "device": s.deviceLabel()})
+	m["status"] = status
+	return c.JSON(m)
 }
 
 // live is GET /v2/health/live (OIP): 200 while the process serves HTTP.
@@ -43,13 +49,22 @@ func (s *Server) live(c *fiber.Ctx) error {
 // 503 otherwise.
 func (s *Server) ready(c *fiber.Ctx) error {
 	st := s.state.Load()
-	if st != stateReady {
+	name := stateName(st)
+	m := fiber.Map{}
+	if st == stateReady {
+		if ds, reason := s.deviceState(); ds != "" {
+			name, m["reason"] = ds, reason
+		}
+	}
+	ready := name == "ready"
+	if !ready {
 		c.Status(http.StatusServiceUnavailable)
-		if st != stateFailed {
+		if name != "failed" {
 			c.Set(fiber.HeaderRetryAfter, "5")
 		}
 	}
-	return c.JSON(fiber.Map{"ready": st == stateReady, "state": stateName(st)})
+	m["ready"], m["state"] = ready, name
+	return c.JSON(m)
 }
 
 // models is GET /v1/models: OpenAI-shaped, so tools probing for it do not
@@ -340,6 +355,7 @@ func (s *Server) infoMap(deps *Deps, e *entry) map[string]any {
 			"request_timeout_s": s.cfg.RequestTimeout.Seconds(),
 		},
 		"device_facts":              facts.Extra,
+		"runner":                    s.runnerInfo(),
 		"warmup_latency_ms":         warm.LatencyMS,
 		"warmup_fidelity_vs_golden": warm.Fidelity,
 		"license":                   "weights: NVIDIA License (non-commercial), see the checkpoint's LICENSE",

@@ -419,21 +419,35 @@ type warmupReport struct {
 // one (PCC ≥ warmup_pcc_min), otherwise finiteness and repeat determinism
 // (at least two runs, bit-identical).
 func (s *Server) warmup(ctx context.Context, deps *Deps, e *entry) error {
+	rep, err := s.warmupRuns(ctx, deps, e)
+	if err != nil {
+		return err
+	}
+	if rep != nil {
+		e.warm = *rep
+	}
+	return nil
+}
+
+// warmupRuns is warmup without recording the report in e (nil when
+// warm-up is disabled); the device gate (runners.go) runs it on one
+// restarted device.
+func (s *Server) warmupRuns(ctx context.Context, deps *Deps, e *entry) (*warmupReport, error) {
 	n := s.cfg.WarmupRuns
 	if n == 0 {
 		s.log.Warn("warm-up disabled (warmup_runs 0): serving without a fidelity check", "embodiment", e.tag)
-		return nil
+		return nil, nil
 	}
 	demo := e.b.Demo
 	if demo == nil {
-		return fmt.Errorf("warm-up: warmup_runs %d needs a demo observation for embodiment %s (demo_dir/%s, <weights_dir>/demo/%s, or the plugin's demo/)", n, e.tag, e.tag, e.tag)
+		return nil, fmt.Errorf("warm-up: warmup_runs %d needs a demo observation for embodiment %s (demo_dir/%s, <weights_dir>/demo/%s, or the plugin's demo/)", n, e.tag, e.tag, e.tag)
 	}
 	req, err := decodeJSON(demo.Request)
 	if err != nil {
-		return fmt.Errorf("warm-up: demo request %s: %w", demo.Source, err)
+		return nil, fmt.Errorf("warm-up: demo request %s: %w", demo.Source, err)
 	}
 	if req.Embodiment != "" && req.Embodiment != e.tag {
-		return fmt.Errorf("warm-up: demo request %s names embodiment %s, not %s", demo.Source, req.Embodiment, e.tag)
+		return nil, fmt.Errorf("warm-up: demo request %s names embodiment %s, not %s", demo.Source, req.Embodiment, e.tag)
 	}
 	rep := warmupReport{Runs: n, MinPCC: math.Inf(1), Check: "golden"}
 	if demo.Golden == nil {
@@ -448,29 +462,29 @@ func (s *Server) warmup(ctx context.Context, deps *Deps, e *entry) error {
 		resp, err := s.runPredict(rctx, deps, e, req, fmt.Sprintf("warmup-%s-%d", e.tag, i), start, "warmup")
 		cancel()
 		if err != nil {
-			return fmt.Errorf("warm-up %d/%d: %w", i, rep.Runs, err)
+			return nil, fmt.Errorf("warm-up %d/%d: %w", i, rep.Runs, err)
 		}
 		d := time.Since(start)
 		rep.LatencyMS = append(rep.LatencyMS, ms(d))
 		if demo.Golden == nil {
 			if err := finiteActions(resp.Actions); err != nil {
-				return fmt.Errorf("warm-up %d/%d: %w", i, rep.Runs, err)
+				return nil, fmt.Errorf("warm-up %d/%d: %w", i, rep.Runs, err)
 			}
 			if first == nil {
 				first = resp.Actions
 			} else if err := sameActions(e.info.ActionGroups, first, resp.Actions); err != nil {
-				return fmt.Errorf("warm-up %d/%d: not deterministic: %w", i, rep.Runs, err)
+				return nil, fmt.Errorf("warm-up %d/%d: not deterministic: %w", i, rep.Runs, err)
 			}
 			s.log.Info(fmt.Sprintf("Warmup %d/%d: %.1f ms", i, rep.Runs, float64(d.Microseconds())/1e3), "embodiment", e.tag)
 			continue
 		}
 		cmp, err := compareActions(e.info.ActionGroups, resp.Actions, demo.Golden)
 		if err != nil {
-			return fmt.Errorf("warm-up %d/%d: actions vs golden: %w", i, rep.Runs, err)
+			return nil, fmt.Errorf("warm-up %d/%d: actions vs golden: %w", i, rep.Runs, err)
 		}
 		s.log.Info(fmt.Sprintf("Warmup %d/%d: %.1f ms", i, rep.Runs, float64(d.Microseconds())/1e3), "embodiment", e.tag, "pcc", cmp.PCC, "max_abs_diff", cmp.MaxAbs)
 		if math.IsNaN(cmp.PCC) || cmp.PCC < s.cfg.WarmupPCCMin {
-			return fmt.Errorf("warm-up %d/%d: fidelity vs golden: actions PCC %.6f < warmup_pcc_min %.6f (max|d| %.4g)", i, rep.Runs, cmp.PCC, s.cfg.WarmupPCCMin, cmp.MaxAbs)
+			return nil, fmt.Errorf("warm-up %d/%d: fidelity vs golden: actions PCC %.6f < warmup_pcc_min %.6f (max|d| %.4g)", i, rep.Runs, cmp.PCC, s.cfg.WarmupPCCMin, cmp.MaxAbs)
 		}
 		if cmp.PCC < rep.MinPCC {
 			rep.MinPCC = cmp.PCC
@@ -484,9 +498,8 @@ func (s *Server) warmup(ctx context.Context, deps *Deps, e *entry) error {
 	} else {
 		rep.MinPCC = 0
 	}
-	e.warm = rep
 	s.log.Info("Warmup complete", "embodiment", e.tag, "runs", rep.Runs, "latency_ms", rep.LatencyMS)
-	return nil
+	return &rep, nil
 }
 
 func finiteActions(a map[string][][]float64) error {

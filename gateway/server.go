@@ -27,6 +27,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/gr00tgw/gr00tgw/config"
+	"github.com/gr00tgw/gr00tgw/device"
 	"github.com/gr00tgw/gr00tgw/gateway/secure"
 )
 
@@ -141,7 +142,7 @@ func New(opts Options) (*Server, error) {
 	if mp == nil {
 		mp = otel.GetMeterProvider()
 	}
-	s.lock = newDeviceLock(opts.Config.QueueDepth)
+	s.lock = newDeviceLock(opts.Config.QueueDepth, 1)
 	inst, err := newInstruments(mp.Meter("github.com/gr00tgw/gr00tgw/gateway"), s)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
@@ -243,6 +244,11 @@ func (s *Server) Start(ctx context.Context, load LoadFunc) error {
 	if deps.Model.ActionDim <= 0 {
 		return fail(deps, errors.New("model action_dim is not set"))
 	}
+	if sl, ok := deps.Backend.(device.Slotted); ok && sl.Slots() > 1 {
+		// One device call per runner at once (no predict holds the lock
+		// before the server is ready).
+		s.lock.sem = make(chan struct{}, sl.Slots())
+	}
 	s.deps.Store(deps)
 	s.reloadMu.Lock()
 	cands, err := deps.Catalog.Scan(ctx)
@@ -261,6 +267,10 @@ func (s *Server) Start(ctx context.Context, load LoadFunc) error {
 	if ch := s.bind(ctx, deps, def, byTag[def]); ch.Change != "added" {
 		s.reloadMu.Unlock()
 		return fail(deps, fmt.Errorf("default embodiment %s: %s", def, ch.Reason))
+	}
+	if err := s.gateDevices(ctx, deps); err != nil {
+		s.reloadMu.Unlock()
+		return fail(deps, err)
 	}
 	if !s.state.CompareAndSwap(stateStarting, stateReady) {
 		s.reloadMu.Unlock()
@@ -389,7 +399,7 @@ func (s *Server) admit() (bool, error) {
 	if s.state.Load() != stateReady {
 		return false, nil
 	}
-	if s.inflightN.Load() >= int64(s.cfg.QueueDepth)+1 {
+	if s.inflightN.Load() >= int64(s.cfg.QueueDepth+cap(s.lock.sem)) {
 		return false, errQueueFull
 	}
 	s.inflight.Add(1)

@@ -177,6 +177,9 @@ func newInstruments(m metric.Meter, s *Server) (*instruments, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := registerRunnerMetrics(m, s); err != nil {
+		return nil, err
+	}
 	if err := registerEmbodimentState(m, s); err != nil {
 		return nil, err
 	}

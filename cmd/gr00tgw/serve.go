@@ -14,7 +14,9 @@ import (
 
 	"github.com/gr00tgw/gr00tgw/assets"
 	"github.com/gr00tgw/gr00tgw/config"
+	"github.com/gr00tgw/gr00tgw/device"
 	_ "github.com/gr00tgw/gr00tgw/device/cpu" // registers backend "cpu"
+	"github.com/gr00tgw/gr00tgw/device/runner"
 	"github.com/gr00tgw/gr00tgw/gateway"
 	"github.com/gr00tgw/gr00tgw/gateway/adapt"
 	"github.com/gr00tgw/gr00tgw/gateway/oip"
@@ -189,5 +191,32 @@ var openServing = func(ctx context.Context, cfg config.Config, log *slog.Logger,
 	if err != nil && (cfg.WeightsDir == "" || cfg.TokenizerDir == "" || cfg.PluginsDir == "") {
 		return nil, err
 	}
-	return adapt.Open(ctx, cfg, adapt.Resolve(cfg, root), log, mp)
+	return adapt.OpenWith(ctx, cfg, adapt.Resolve(cfg, root), log, mp, backendOpener(cfg, log))
+}
+
+// backendOpener opens the backend where config device.isolation says:
+// nil (adapt's in-process device.Open) for inproc; for process, a pool of
+// device.runners supervised runner children — this binary's `runner`
+// subcommand unless device.runner_command names another program.
+func backendOpener(cfg config.Config, log *slog.Logger) device.OpenFunc {
+	if cfg.Device.Isolation != "process" {
+		return nil
+	}
+	return func(ctx context.Context, o device.Options) (device.Backend, error) {
+		argv := cfg.Device.RunnerCommand
+		if len(argv) == 0 {
+			exe, err := os.Executable()
+			if err != nil {
+				return nil, fmt.Errorf("runner: %w", err)
+			}
+			argv = []string{exe, "runner", "--log-format", cfg.Log.Format}
+		}
+		log.Info(fmt.Sprintf("Starting %d runner process(es): %s", cfg.Device.Runners, argv[0]))
+		return runner.Open(ctx, runner.Options{
+			Command: argv, Backend: cfg.Backend, Device: o, Runners: cfg.Device.Runners,
+			PingInterval: cfg.Device.RunnerPingInterval, PingTimeout: cfg.Device.RunnerPingTimeout,
+			CallGrace: cfg.Device.RunnerCallGrace, StartTimeout: cfg.Device.RunnerStartTimeout,
+			MaxRestarts: cfg.Device.RunnerMaxRestarts, Logger: log,
+		})
+	}
 }

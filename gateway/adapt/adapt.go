@@ -42,6 +42,7 @@ type Encoder struct {
 	rule   *image.AspectRule
 	limits Limits
 	pix    freelist.List[*[]float32] // pixel_values buffers, recycled via Encoded.Release
+	arena  device.PixelArena         // when set, pixel_values go straight into its (shared) buffers
 	rgb    freelist.List[*image.RGB] // decoded frames, recycled by Encode
 	// keepRGB and keepPix bound the buffers the free lists keep (bytes of
 	// a decoded frame, floats of pixel_values): a request with larger
@@ -233,22 +234,30 @@ func (e *Encoder) Encode(ctx context.Context, d *gateway.Decoded, instruction st
 			}
 		}
 	}()
-	buf, ok := e.pix.Get()
-	if !ok {
-		buf = new([]float32)
-	}
 	if err := ctx.Err(); err != nil {
-		e.pix.Put(buf)
 		return nil, err
+	}
+	// pixel_values are written once, by the processor, into their final
+	// place: a buffer of the backend's arena (a runner's shared memory,
+	// read by the device without a copy) or one of the encoder's own.
+	var buf *[]float32
+	var put func(pv []float32)
+	if ab, rel, ok := e.arenaBuffer(); ok {
+		buf, put = &ab, func([]float32) { rel() }
+	} else {
+		if buf, ok = e.pix.Get(); !ok {
+			buf = new([]float32)
+		}
+		put = func(pv []float32) { e.putPix(buf, pv) }
 	}
 	in, err := e.p.Process(&processor.Observation{Frames: frames, Instruction: instruction}, processor.Options{PixelValues: *buf})
 	if err != nil {
-		e.pix.Put(buf)
+		put((*buf)[:0])
 		return nil, frameErr(err)
 	}
 	l := e.limits
 	if n := len(in.ImageGridTHW); (l.MaxImages > 0 && n > l.MaxImages) || (l.MaxPatches > 0 && in.Rows > l.MaxPatches) {
-		e.putPix(buf, in.PixelValues)
+		put(in.PixelValues)
 		return nil, gateway.NewFieldError("images", fmt.Errorf("%d images of %d patch rows in all: the backend serves at most %d images and %d patch rows (send smaller frames)",
 			n, in.Rows, l.MaxImages, l.MaxPatches))
 	}
@@ -263,7 +272,7 @@ func (e *Encoder) Encode(ctx context.Context, d *gateway.Decoded, instruction st
 	}
 	var once sync.Once
 	out.Release = func() {
-		once.Do(func() { e.putPix(buf, in.PixelValues) })
+		once.Do(func() { put(in.PixelValues) })
 	}
 	out.Inputs.ImageGridTHW = make([][3]int, len(in.ImageGridTHW))
 	for i, g := range in.ImageGridTHW {
@@ -276,6 +285,14 @@ func (e *Encoder) Encode(ctx context.Context, d *gateway.Decoded, instruction st
 		}
 	}
 	return out, nil
+}
+
+// arenaBuffer takes a pixel_values buffer from the backend's arena.
+func (e *Encoder) arenaBuffer() ([]float32, func(), bool) {
+	if e.arena == nil {
+		return nil, nil, false
+	}
+	return e.arena.PixelBuffer()
 }
 
 // putPix returns a pixel_values buffer to the free list unless it grew
@@ -348,6 +365,14 @@ func Resolve(cfg config.Config, root string) Paths {
 //
 // mp receives the plugin host's metrics (nil: the global provider).
 func Open(ctx context.Context, cfg config.Config, paths Paths, log *slog.Logger, mp metric.MeterProvider) (deps *gateway.Deps, err error) {
+	return OpenWith(ctx, cfg, paths, log, mp, nil)
+}
+
+// OpenWith is Open with the backend opened by open (nil: device.Open of
+// config backend in this process) — e.g. a pool of runner processes
+// (device/runner). A backend that is a device.PixelArena gets the
+// encoders' pixel_values written into its buffers.
+func OpenWith(ctx context.Context, cfg config.Config, paths Paths, log *slog.Logger, mp metric.MeterProvider, open device.OpenFunc) (deps *gateway.Deps, err error) {
 	var closers []func() error
 	defer func() {
 		if err != nil {
@@ -407,7 +432,10 @@ func Open(ctx context.Context, cfg config.Config, paths Paths, log *slog.Logger,
 
 	log.Info(fmt.Sprintf("Opening device: backend %s (policy %s, threads %d)", cfg.Backend, cfg.Policy, cfg.Threads))
 	t0 = time.Now()
-	be, err := device.Open(ctx, cfg.Backend, device.Options{WeightsDir: paths.Weights, Policy: cfg.Policy, Threads: cfg.Threads})
+	if open == nil {
+		open = func(ctx context.Context, o device.Options) (device.Backend, error) { return device.Open(ctx, cfg.Backend, o) }
+	}
+	be, err := open(ctx, device.Options{WeightsDir: paths.Weights, Policy: cfg.Policy, Threads: cfg.Threads})
 	if err != nil {
 		return nil, fmt.Errorf("backend %s: %w", cfg.Backend, err)
 	}
@@ -415,6 +443,9 @@ func Open(ctx context.Context, cfg config.Config, paths Paths, log *slog.Logger,
 	facts := be.Facts()
 	log.Info(fmt.Sprintf("Model built in %.1f s", time.Since(t0).Seconds()), "facts", facts)
 	cat.SetFacts(facts)
+	if a, ok := be.(device.PixelArena); ok {
+		cat.SetArena(a)
+	}
 
 	return &gateway.Deps{
 		Backend: be, Catalog: cat,

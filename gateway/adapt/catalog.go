@@ -81,6 +81,7 @@ type Catalog struct {
 	ck         *Checkpoint
 	tok        *text.Tokenizer
 	facts      device.Facts // the backend's limits (zero before it is open)
+	arena      device.PixelArena // the backend's shared pixel memory (nil: the encoders' own)
 	demoDir    string       // config demo_dir ("" : none)
 	goldenDir  string       // computed goldens by checkpoint digest ("": none)
 	defaultTag string
@@ -130,6 +131,15 @@ func (c *Catalog) SetFacts(f device.Facts) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.facts = f
+}
+
+// SetArena makes the encoders built from now on write pixel_values into
+// a's buffers (a runner pool's shared memory), so that the device call
+// copies none. nil restores the encoders' own buffers.
+func (c *Catalog) SetArena(a device.PixelArena) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.arena = a
 }
 
 // Scan lists the plugin directory: one candidate per tag. A plugin whose
@@ -234,7 +244,7 @@ func (c *Catalog) Open(ctx context.Context, cand Candidate) (_ *gateway.Binding,
 		return nil, err
 	}
 	c.mu.Lock()
-	facts := c.facts
+	facts, arena := c.facts, c.arena
 	c.mu.Unlock()
 	pcfg.MaxSeqLen = facts.MaxSeqLen
 	if err := checkLayout(&pcfg, &d, facts); err != nil {
@@ -249,6 +259,7 @@ func (c *Catalog) Open(ctx context.Context, cand Candidate) (_ *gateway.Binding,
 	if err != nil {
 		return nil, err
 	}
+	enc.arena = arena
 	demo, err := c.demo(d.Embodiment, cand.Source)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,783 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gr00tgw/gr00tgw/device"
+)
+
+// Options configure Open. Zero durations and counts take the defaults
+// noted on each field.
+type Options struct {
+	// Command is the runner's argv (required): Open appends --fd 3
+	// --backend B --weights-dir W --policy P --threads T --index I, and
+	// the runner finds its socket at descriptor 3 (GR00TGW_RUNNER_FD=3).
+	Command []string
+	// Env is the runner's environment (nil: this process's).
+	Env []string
+	// Backend and Device are what each runner opens.
+	Backend string
+	Device  device.Options
+	// Runners is how many runner processes serve (default 1); with
+	// Device.Threads 0 each gets GOMAXPROCS/Runners threads (at least 1).
+	Runners int
+	// PingInterval is how often an idle or busy runner is pinged (1s);
+	// PingTimeout how long a PONG may take before the runner is deemed
+	// hung and killed (3s).
+	PingInterval, PingTimeout time.Duration
+	// CallGrace is how long a cancelled or timed-out PREDICT may take to
+	// stop before the runner is killed (2s).
+	CallGrace time.Duration
+	// StartTimeout bounds a start: exec to HELLO, weights loaded (5m).
+	StartTimeout time.Duration
+	// MaxRestarts is how many consecutive failed restarts a runner gets
+	// before it stays failed (5).
+	MaxRestarts int
+	// BackoffMin and BackoffMax bound the delay before a restart, doubled
+	// after each failure (100ms, 5s).
+	BackoffMin, BackoffMax time.Duration
+	// Logger receives supervision events (nil: slog.Default()).
+	Logger *slog.Logger
+	// Stderr receives the runners' stdout and stderr (nil: os.Stderr).
+	Stderr io.Writer
+}
+
+func (o *Options) defaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	if o.Runners <= 0 {
+		o.Runners = 1
+	}
+	def(&o.PingInterval, time.Second)
+	def(&o.PingTimeout, 3*time.Second)
+	def(&o.CallGrace, 2*time.Second)
+	def(&o.StartTimeout, 5*time.Minute)
+	def(&o.BackoffMin, 100*time.Millisecond)
+	def(&o.BackoffMax, 5*time.Second)
+	if o.MaxRestarts <= 0 {
+		o.MaxRestarts = 5
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Stderr == nil {
+		o.Stderr = os.Stderr
+	}
+	if o.Env == nil {
+		o.Env = os.Environ()
+	}
+}
+
+// Pool is a set of supervised runner processes behind device.Backend:
+// Predict runs on an idle runner (Slots of them at once), with its inputs
+// in a shared-memory segment. It also implements device.Slotted,
+// device.Supervised, device.Gated and device.PixelArena. Safe for
+// concurrent use; the caller must Close it.
+type Pool struct {
+	o       Options
+	layout  Layout
+	off     [7]int
+	segSize int
+	facts   device.Facts
+	workers []*worker
+	log     *slog.Logger
+
+	mu      sync.Mutex
+	idle    []*worker
+	changed chan struct{} // closed and replaced when a worker changes state
+	gate    device.GateFunc
+	closed  bool
+
+	segMu   sync.Mutex
+	free    []*segment
+	segs    []*segment // every segment, for pointer lookups (segMu)
+	nextSeg uint32
+
+	copies   atomic.Int64
+	wg       sync.WaitGroup
+	stop     chan struct{}
+	stopOnce sync.Once
+}
+
+var (
+	_ device.Backend    = (*Pool)(nil)
+	_ device.Slotted    = (*Pool)(nil)
+	_ device.Supervised = (*Pool)(nil)
+	_ device.Gated      = (*Pool)(nil)
+	_ device.PixelArena = (*Pool)(nil)
+)
+
+// worker is one runner slot: its current process and supervision record.
+type worker struct {
+	p     *Pool
+	index int
+	argv  []string
+
+	mu     sync.Mutex
+	cur    *conn
+	status device.RunnerStatus
+	gated  bool
+}
+
+// Open starts o.Runners runners (in parallel) and waits for each HELLO. A
+// runner that fails to start fails Open with its cause and last stderr
+// lines; every runner started is then stopped.
+func Open(ctx context.Context, o Options) (*Pool, error) {
+	o.defaults()
+	if len(o.Command) == 0 {
+		return nil, errors.New("runner: no runner command")
+	}
+	p := &Pool{o: o, log: o.Logger, changed: make(chan struct{}), stop: make(chan struct{})}
+	threads := o.Device.Threads
+	if threads <= 0 {
+		threads = max(1, gomaxprocs()/o.Runners)
+	}
+	for i := range o.Runners {
+		argv := append(append([]string(nil), o.Command...), "--fd", "3", "--backend", o.Backend,
+			"--weights-dir", o.Device.WeightsDir, "--policy", o.Device.Policy, "--threads", strconv.Itoa(threads),
+			"--index", strconv.Itoa(i))
+		p.workers = append(p.workers, &worker{p: p, index: i, argv: argv,
+			status: device.RunnerStatus{Index: i, State: "starting", Since: time.Now(), RestartsByCause: map[string]int{}}})
+	}
+	errs := make([]error, len(p.workers))
+	var wg sync.WaitGroup
+	for i, w := range p.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := spawn(ctx, w.argv, o.Env, o.Stderr, o.StartTimeout)
+			if err != nil {
+				errs[i] = fmt.Errorf("runner[%d]: %w", i, err)
+				return
+			}
+			w.cur = c
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		for _, w := range p.workers {
+			if w.cur != nil {
+				w.cur.close(5 * time.Second)
+			}
+		}
+		return nil, err
+	}
+	h := p.workers[0].cur.hello
+	for _, w := range p.workers[1:] {
+		if w.cur.hello.Layout != h.Layout {
+			_ = p.Close()
+			return nil, fmt.Errorf("runner[%d]: layout %+v differs from runner[0]'s %+v", w.index, w.cur.hello.Layout, h.Layout)
+		}
+	}
+	p.layout = h.Layout
+	p.off, p.segSize = h.Layout.offsets()
+	p.facts = h.Facts.device()
+	extra := maps.Clone(p.facts.Extra)
+	if extra == nil {
+		extra = map[string]any{}
+	}
+	extra["isolation"] = "process"
+	extra["runners"] = len(p.workers)
+	extra["runner_protocol"] = ProtocolVersion
+	extra["runner_impl"] = h.Runner
+	p.facts.Extra = extra
+	for _, w := range p.workers {
+		w.setState("ok", "")
+		w.mu.Lock()
+		w.status.PID = w.cur.pid
+		w.mu.Unlock()
+		p.log.Info("runner started", "runner", w.index, "pid", w.cur.pid, "impl", w.cur.hello.Runner)
+		p.putIdle(w)
+		p.wg.Add(1)
+		go w.supervise(w.cur)
+	}
+	return p, nil
+}
+
+// Layout returns the layout the runners serve.
+func (p *Pool) Layout() Layout { return p.layout }
+
+// Slots is the number of runners.
+func (p *Pool) Slots() int { return len(p.workers) }
+
+// Facts reports runner 0's backend facts, with isolation, runners,
+// runner_protocol and runner_impl in Extra.
+func (p *Pool) Facts() device.Facts { return p.facts }
+
+// Copies counts the predictions whose pixel_values were not in a segment
+// (not from PixelBuffer) and were copied into one.
+func (p *Pool) Copies() int64 { return p.copies.Load() }
+
+// Supervision snapshots every runner.
+func (p *Pool) Supervision() device.Supervision {
+	var s device.Supervision
+	var reasons []string
+	failed := 0
+	for _, w := range p.workers {
+		w.mu.Lock()
+		st := w.status
+		st.RestartsByCause = maps.Clone(st.RestartsByCause)
+		st.LastStderr = append([]string(nil), st.LastStderr...)
+		w.mu.Unlock()
+		s.Runners = append(s.Runners, st)
+		switch st.State {
+		case "ok":
+			s.Serving = true
+		case "failed":
+			failed++
+			reasons = append(reasons, fmt.Sprintf("runner[%d] failed: %s", st.Index, st.LastCause))
+		default:
+			reasons = append(reasons, fmt.Sprintf("runner[%d] %s after %s", st.Index, st.State, st.LastCause))
+		}
+	}
+	s.Failed = !s.Serving && failed > 0 && failed == len(p.workers)
+	if len(reasons) > 0 {
+		s.Reason = fmt.Sprint(reasons)
+	}
+	return s
+}
+
+// PixelBuffer hands out a free segment's pixel_values region (see
+// device.PixelArena).
+func (p *Pool) PixelBuffer() ([]float32, func(), bool) {
+	seg, err := p.getSegment()
+	if err != nil {
+		return nil, nil, false
+	}
+	var once sync.Once
+	return seg.f32(Span{0, p.layout.MaxPatches * p.layout.PixelCols}), func() { once.Do(func() { p.putSegment(seg) }) }, true
+}
+
+func (p *Pool) getSegment() (*segment, error) {
+	p.segMu.Lock()
+	defer p.segMu.Unlock()
+	if n := len(p.free); n > 0 {
+		s := p.free[n-1]
+		p.free = p.free[:n-1]
+		return s, nil
+	}
+	if p.segSize == 0 {
+		return nil, errors.New("runner: pool closed")
+	}
+	s, err := newSegment(p.nextSeg, p.segSize)
+	if err != nil {
+		return nil, err
+	}
+	p.nextSeg++
+	p.segs = append(p.segs, s)
+	return s, nil
+}
+
+func (p *Pool) putSegment(s *segment) {
+	p.segMu.Lock()
+	defer p.segMu.Unlock()
+	if s.mem == nil { // closed under us
+		return
+	}
+	p.free = append(p.free, s)
+}
+
+// segmentOf finds the segment whose pixel region pv was written in.
+func (p *Pool) segmentOf(pv []float32) *segment {
+	if len(pv) == 0 {
+		return nil
+	}
+	p.segMu.Lock()
+	defer p.segMu.Unlock()
+	for _, s := range p.segs {
+		if s.holds(pv) {
+			return s
+		}
+	}
+	return nil
+}
+
+// Predict runs in on an idle runner. pixel_values from PixelBuffer are
+// used in place; others are copied into a segment (Copies). When no
+// runner serves it fails at once with device.ErrRestarting; when the
+// runner goes away under the call, too.
+func (p *Pool) Predict(ctx context.Context, in *device.Inputs) (*device.Result, error) {
+	w, err := p.acquire(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer p.release(w)
+	return w.predict(ctx, in)
+}
+
+// predict runs in on w's runner.
+func (w *worker) predict(ctx context.Context, in *device.Inputs) (*device.Result, error) {
+	p := w.p
+	if in == nil {
+		return nil, fmt.Errorf("%w: runner: no inputs", device.ErrInput)
+	}
+	w.mu.Lock()
+	c := w.cur
+	w.mu.Unlock()
+	if c == nil {
+		return nil, fmt.Errorf("%w: runner[%d] is not running", device.ErrRestarting, w.index)
+	}
+	seg := p.segmentOf(in.PixelValues)
+	if seg == nil {
+		var err error
+		if seg, err = p.getSegment(); err != nil {
+			return nil, err
+		}
+		defer p.putSegment(seg)
+		if len(in.PixelValues) > 0 {
+			if 4*len(in.PixelValues) > p.off[1] {
+				return nil, fmt.Errorf("%w: runner: pixel_values of %d values over the segment's %d", device.ErrInput, len(in.PixelValues), p.off[1]/4)
+			}
+			copy(seg.f32(Span{0, len(in.PixelValues)}), in.PixelValues)
+			p.copies.Add(1)
+		}
+	}
+	body, err := p.fill(seg, in)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) error {
+		if errors.Is(err, device.ErrRestarting) {
+			// The runner is going: reaped and recorded (Supervision shows
+			// it restarting) before the caller sees the error.
+			select {
+			case <-c.dead:
+			case <-time.After(time.Second):
+				c.kill("protocol", err.Error())
+				<-c.dead
+			}
+			w.down(c)
+		}
+		return fmt.Errorf("runner[%d]: %w", w.index, err)
+	}
+	if err := c.attach(seg, p.o.PingTimeout); err != nil {
+		return nil, fail(err)
+	}
+	r, err := c.predict(ctx, seg, body, p.o.CallGrace)
+	if err != nil {
+		return nil, fail(err)
+	}
+	if r.Horizon*r.ActionDim != body.Output.Count {
+		return nil, fmt.Errorf("runner[%d]: result %d×%d does not match the output span of %d", w.index, r.Horizon, r.ActionDim, body.Output.Count)
+	}
+	res := &device.Result{ActionPred: make([]float32, body.Output.Count), Horizon: r.Horizon, ActionDim: r.ActionDim,
+		Stages: make([]device.StageTiming, len(r.Stages))}
+	copy(res.ActionPred, seg.f32(body.Output))
+	for i, st := range r.Stages {
+		res.Stages[i] = device.StageTiming{Name: st.Name, Duration: time.Duration(st.NS)}
+	}
+	return res, nil
+}
+
+// fill writes the small tensors of in into seg at the layout's offsets and
+// describes them. Inputs larger than the layout are refused (ErrInput).
+func (p *Pool) fill(seg *segment, in *device.Inputs) (*PredictBody, error) {
+	l, off := p.layout, p.off
+	put := func(name string, slot int, n, capN int) (Span, error) {
+		if n > capN {
+			return Span{}, fmt.Errorf("%w: runner: %s has %d values, the segment holds %d", device.ErrInput, name, n, capN)
+		}
+		return Span{Offset: off[slot], Count: n}, nil
+	}
+	S := len(in.InputIDs)
+	b := &PredictBody{Segment: seg.id, PixelRows: in.PixelRows, PixelCols: in.PixelCols, ImageGridTHW: in.ImageGridTHW,
+		Seed: in.Seed, EmbodimentID: in.EmbodimentID}
+	if b.ImageGridTHW == nil {
+		b.ImageGridTHW = [][3]int{}
+	}
+	var err error
+	if b.PixelValues, err = put("pixel_values", 0, len(in.PixelValues), off[1]/4); err != nil {
+		return nil, err
+	}
+	if b.InputIDs, err = put("input_ids", 1, S, l.MaxSeq); err != nil {
+		return nil, err
+	}
+	copy(seg.i32(b.InputIDs), in.InputIDs)
+	if in.AttentionMask != nil {
+		sp, err := put("attention_mask", 2, len(in.AttentionMask), l.MaxSeq)
+		if err != nil {
+			return nil, err
+		}
+		copy(seg.i32(sp), in.AttentionMask)
+		b.AttentionMask = &sp
+	}
+	if b.PositionIDs, err = put("position_ids", 3, len(in.PositionIDs), 3*l.MaxSeq); err != nil {
+		return nil, err
+	}
+	copy(seg.i32(b.PositionIDs), in.PositionIDs)
+	if b.State, err = put("state", 4, len(in.State), l.StateDim); err != nil {
+		return nil, err
+	}
+	copy(seg.f32(b.State), in.State)
+	if in.Noise != nil {
+		sp, err := put("noise", 5, len(in.Noise), l.ActionHorizon*l.ActionDim)
+		if err != nil {
+			return nil, err
+		}
+		copy(seg.f32(sp), in.Noise)
+		b.Noise = &sp
+	}
+	b.Output = Span{Offset: off[6], Count: l.ActionHorizon * l.ActionDim}
+	return b, nil
+}
+
+// acquire takes an idle serving runner (want, when set, that one only),
+// waiting within ctx; it fails at once with device.ErrRestarting when no
+// runner serves (or want does not).
+func (p *Pool) acquire(ctx context.Context, want *worker) (*worker, error) {
+	for {
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return nil, fmt.Errorf("%w: runner pool closed", device.ErrRestarting)
+		}
+		for i, w := range p.idle {
+			if want == nil || w == want {
+				p.idle = append(p.idle[:i], p.idle[i+1:]...)
+				p.mu.Unlock()
+				return w, nil
+			}
+		}
+		serving := false
+		for _, w := range p.workers {
+			if (want == nil || w == want) && w.state() == "ok" {
+				serving = true
+			}
+		}
+		ch := p.changed
+		p.mu.Unlock()
+		if !serving && want == nil {
+			return nil, fmt.Errorf("%w: no runner serves: %s", device.ErrRestarting, p.Supervision().Reason)
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// release puts w back in rotation if it still serves (a runner that went
+// away under the call is put back by its supervisor once restarted).
+func (p *Pool) release(w *worker) {
+	w.mu.Lock()
+	ok := w.status.State == "ok" && w.cur != nil
+	if ok {
+		select {
+		case <-w.cur.dead:
+			ok = false
+		default:
+		}
+	}
+	w.mu.Unlock()
+	if ok {
+		p.putIdle(w)
+	}
+}
+
+func (p *Pool) putIdle(w *worker) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.idle = append(p.idle, w)
+	p.notifyLocked()
+}
+
+func (p *Pool) notify() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.notifyLocked()
+}
+
+func (p *Pool) notifyLocked() {
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// SetGate records gate and runs it on every runner not yet gated, one at
+// a time, each taken out of rotation meanwhile. A runner that fails it is
+// killed and restarted (and gated again) by its supervisor; SetGate
+// returns the first failure.
+func (p *Pool) SetGate(ctx context.Context, gate device.GateFunc) error {
+	p.mu.Lock()
+	p.gate = gate
+	p.mu.Unlock()
+	var errs []error
+	for _, w := range p.workers {
+		w.mu.Lock()
+		skip := w.gated || w.status.State != "ok"
+		w.mu.Unlock()
+		if skip {
+			continue
+		}
+		w2, err := p.acquire(ctx, w)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := w.runGate(ctx, gate); err != nil {
+			errs = append(errs, err)
+			w.cur.kill("gate", err.Error())
+		}
+		p.release(w2)
+	}
+	return errors.Join(errs...)
+}
+
+func (w *worker) runGate(ctx context.Context, gate device.GateFunc) error {
+	if gate == nil {
+		return nil
+	}
+	if err := gate(ctx, workerBackend{w}); err != nil {
+		return fmt.Errorf("runner[%d]: gate: %w", w.index, err)
+	}
+	w.mu.Lock()
+	w.gated = true
+	w.mu.Unlock()
+	return nil
+}
+
+// workerBackend is one runner as a device.Backend (for the gate).
+type workerBackend struct{ w *worker }
+
+func (b workerBackend) Predict(ctx context.Context, in *device.Inputs) (*device.Result, error) {
+	return b.w.predict(ctx, in)
+}
+func (b workerBackend) Facts() device.Facts { return b.w.p.facts }
+func (b workerBackend) Close() error        { return nil }
+
+func (w *worker) state() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.status.State
+}
+
+func (w *worker) setState(st, cause string) {
+	w.mu.Lock()
+	w.status.State, w.status.Since = st, time.Now()
+	if cause != "" {
+		w.status.LastCause = cause
+	}
+	w.mu.Unlock()
+	w.p.notify()
+}
+
+// supervise watches c: pings it, and when it goes away records the cause
+// and restarts (backoff, HELLO, gate) until one passes or MaxRestarts
+// consecutive starts failed (then the runner stays failed).
+func (w *worker) supervise(c *conn) {
+	p := w.p
+	defer p.wg.Done()
+	for {
+		w.watch(c)
+		if p.isClosed() {
+			return
+		}
+		w.down(c)
+		if c = w.restart(); c == nil {
+			return
+		}
+	}
+}
+
+// down records that c, w's runner, went away (once per runner): cause,
+// restarts, state restarting, out of rotation.
+func (w *worker) down(c *conn) {
+	p := w.p
+	if p.isClosed() {
+		return
+	}
+	kind, cause := c.causeOf()
+	lines := c.stderr.last()
+	w.mu.Lock()
+	if w.cur != c {
+		w.mu.Unlock()
+		return
+	}
+	w.status.Restarts++
+	w.status.RestartsByCause[kind]++
+	w.status.LastCause, w.status.LastCauseKind, w.status.LastStderr = cause, kind, lines
+	w.status.PID = 0
+	w.cur = nil
+	w.gated = false
+	w.mu.Unlock()
+	p.log.Error("runner went away; restarting", "runner", w.index, "pid", c.pid, "cause", cause, "kind", kind,
+		"last_stderr", lines)
+	w.setState("restarting", "")
+	p.removeIdle(w)
+}
+
+// watch pings c until it is dead or the pool closes.
+func (w *worker) watch(c *conn) {
+	t := time.NewTicker(w.p.o.PingInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.dead:
+			return
+		case <-w.p.stop:
+			c.close(5 * time.Second)
+			return
+		case <-t.C:
+			go c.ping(w.p.o.PingTimeout)
+		}
+	}
+}
+
+// restart starts a new runner for w with backoff, gating it; nil when the
+// pool closed or w failed for good.
+func (w *worker) restart() *conn {
+	p := w.p
+	delay := p.o.BackoffMin
+	for failures := 0; ; {
+		select {
+		case <-p.stop:
+			return nil
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, p.o.BackoffMax)
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			select {
+			case <-p.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		c, err := spawn(ctx, w.argv, p.o.Env, p.o.Stderr, p.o.StartTimeout)
+		kind := "start"
+		if err == nil && c.hello.Layout != p.layout {
+			err = fmt.Errorf("restarted runner serves layout %+v, want %+v", c.hello.Layout, p.layout)
+			c.close(time.Second)
+		} else if err == nil {
+			w.mu.Lock()
+			w.cur, w.status.PID = c, c.pid
+			w.mu.Unlock()
+			p.mu.Lock()
+			gate := p.gate
+			p.mu.Unlock()
+			w.setState("starting", "")
+			// The gate runs while the runner is out of rotation; it is
+			// pinged meanwhile.
+			gdone := make(chan struct{})
+			go func() {
+				t := time.NewTicker(p.o.PingInterval)
+				defer t.Stop()
+				for {
+					select {
+					case <-gdone:
+						return
+					case <-t.C:
+						go c.ping(p.o.PingTimeout)
+					}
+				}
+			}()
+			err = w.runGate(ctx, gate)
+			close(gdone)
+			if err != nil {
+				kind = "gate"
+				c.kill("gate", err.Error())
+				<-c.dead
+			}
+		}
+		cancel()
+		if err == nil {
+			w.mu.Lock()
+			w.status.Failures = 0
+			w.mu.Unlock()
+			w.setState("ok", "")
+			p.log.Info("runner restarted", "runner", w.index, "pid", c.pid)
+			p.putIdle(w)
+			return c
+		}
+		if p.isClosed() {
+			return nil
+		}
+		failures++
+		w.mu.Lock()
+		w.cur, w.status.PID = nil, 0
+		w.status.Failures = failures
+		w.status.LastCause, w.status.LastCauseKind = err.Error(), kind
+		w.status.RestartsByCause[kind]++
+		w.mu.Unlock()
+		p.log.Error("runner restart failed", "runner", w.index, "attempt", failures, "of", p.o.MaxRestarts, "err", err)
+		if failures >= p.o.MaxRestarts {
+			w.setState("failed", fmt.Sprintf("%d consecutive failed restarts; last: %v", failures, err))
+			p.log.Error("runner failed for good", "runner", w.index, "restarts", failures)
+			return nil
+		}
+		w.setState("restarting", "")
+	}
+}
+
+func (p *Pool) removeIdle(w *worker) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, x := range p.idle {
+		if x == w {
+			p.idle = append(p.idle[:i], p.idle[i+1:]...)
+			break
+		}
+	}
+	p.notifyLocked()
+}
+
+func (p *Pool) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
+}
+
+// Close stops every runner (CLOSE, then SIGKILL after 5 s), waits for the
+// supervisors and releases the shared memory. Calls in flight fail with
+// device.ErrRestarting. It is idempotent.
+func (p *Pool) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	p.notifyLocked()
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, w := range p.workers {
+		w.mu.Lock()
+		c := w.cur
+		w.mu.Unlock()
+		if c != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); c.close(5 * time.Second) }()
+		}
+	}
+	wg.Wait()
+	p.stopOnce.Do(func() { close(p.stop) })
+	p.wg.Wait()
+	p.segMu.Lock()
+	for _, s := range p.segs {
+		s.close()
+	}
+	p.segs, p.free, p.segSize = nil, nil, 0
+	p.segMu.Unlock()
+	return nil
+}
+
+// InPlace reports whether pv starts a pixel region of one of the pool's
+// shared segments (an encoder wrote it there through PixelBuffer):
+// Predict passes it to the runner without a copy.
+func (p *Pool) InPlace(pv []float32) bool { return p.segmentOf(pv) != nil }
+
+func gomaxprocs() int { return runtime.GOMAXPROCS(0) }
