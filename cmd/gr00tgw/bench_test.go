@@ -164,7 +164,7 @@ func TestBenchErrors(t *testing.T) {
 }
 
 // TestClientToolFlagErrors: bad flags are usage errors (exit 2) before any
-// request; --protocol zmq|openpi say they are not in this build (exit 1).
+// request.
 func TestClientToolFlagErrors(t *testing.T) {
 	srv := smokeFake(t, smokeFakeGolden, func(int64, map[string]any) (int, map[string][][]float64) {
 		t.Error("no request may reach the server")
@@ -180,7 +180,7 @@ func TestClientToolFlagErrors(t *testing.T) {
 		{[]string{"bench", "--warmup", "-1"}, 2, "--warmup -1: not negative"},
 		{[]string{"bench", "--n", "many"}, 2, "invalid argument"},
 		{[]string{"bench", "extra"}, 2, "unexpected arguments"},
-		{[]string{"bench", "--protocol", "grpc"}, 2, `--protocol "grpc": want one of http, zmq, openpi`},
+		{[]string{"bench", "--protocol", "grpc"}, 2, `--protocol "grpc": want one of http, oip, zmq, openpi`},
 		{[]string{"bench", "--protocol", "zmq", "--timeout", "1s"}, 1, "--protocol zmq: "},
 		{[]string{"smoke", "--protocol", "openpi", "--timeout", "1s"}, 1, "--protocol openpi: "},
 		{[]string{"smoke", "--seed", "-1"}, 2, "--seed -1: not negative"},
