@@ -343,7 +343,9 @@ func NewWire(c *net.UnixConn) *Wire { return &Wire{newSock(c)} }
 
 // Send writes one message: header, JSON of body (nil: empty), and fd in
 // SCM_RIGHTS when fd >= 0.
-func (w *Wire) Send(typ uint32, id uint64, body any, fd int) error { return w.s.send(typ, id, body, fd) }
+func (w *Wire) Send(typ uint32, id uint64, body any, fd int) error {
+	return w.s.send(typ, id, body, fd)
+}
 
 // SendRaw writes p as one message, unchecked (to test a peer's handling
 // of garbage).

@@ -433,7 +433,9 @@ func OpenWith(ctx context.Context, cfg config.Config, paths Paths, log *slog.Log
 	log.Info(fmt.Sprintf("Opening device: backend %s (policy %s, threads %d)", cfg.Backend, cfg.Policy, cfg.Threads))
 	t0 = time.Now()
 	if open == nil {
-		open = func(ctx context.Context, o device.Options) (device.Backend, error) { return device.Open(ctx, cfg.Backend, o) }
+		open = func(ctx context.Context, o device.Options) (device.Backend, error) {
+			return device.Open(ctx, cfg.Backend, o)
+		}
 	}
 	be, err := open(ctx, device.Options{WeightsDir: paths.Weights, Policy: cfg.Policy, Threads: cfg.Threads})
 	if err != nil {

@@ -80,10 +80,10 @@ type Catalog struct {
 	reg        *plugins.Registry
 	ck         *Checkpoint
 	tok        *text.Tokenizer
-	facts      device.Facts // the backend's limits (zero before it is open)
+	facts      device.Facts      // the backend's limits (zero before it is open)
 	arena      device.PixelArena // the backend's shared pixel memory (nil: the encoders' own)
-	demoDir    string       // config demo_dir ("" : none)
-	goldenDir  string       // computed goldens by checkpoint digest ("": none)
+	demoDir    string            // config demo_dir ("" : none)
+	goldenDir  string            // computed goldens by checkpoint digest ("": none)
 	defaultTag string
 	log        *slog.Logger
 
