@@ -6,9 +6,9 @@ GO        ?= go
 BIN       := bin/gr00tgw
 PLUGINDIR := build/plugins
 # Packages with concurrency: run under the race detector.
-RACE_PKGS := ./gateway/... ./plugins/... ./core/tensor/... ./core/processor/... ./device/cpu/...
+RACE_PKGS := ./gateway/... ./plugins/... ./core/tensor/... ./core/processor/... ./device/cpu/... ./device/runner/...
 # Fidelity tests (goldens, corpora, kernels): run again at every ISA level.
-ISA_PKGS  := ./core/... ./device/... ./embodiments/...
+ISA_PKGS  := ./core/... ./device/cpu/... ./embodiments/...
 
 .PHONY: all build plugins run test test-short test-arm64 vet lint bench bench-host bench-model fuzz docker image manifests check-deploy clean
 
@@ -61,7 +61,7 @@ lint:
 	$(GO) run $(STATICCHECK) $$($(GO) list ./... | grep -v /build/)
 
 test: plugins vet lint
-	$(GO) test -count=1 $$($(GO) list ./... | grep -v -e /gateway -e /plugins -e /core/tensor -e /core/processor -e /device/cpu)
+	$(GO) test -count=1 $$($(GO) list ./... | grep -v -e /gateway -e /plugins -e /core/tensor -e /core/processor -e /device/cpu -e /device/runner)
 	$(GO) test -count=1 -race $(RACE_PKGS)
 	@echo "== the fidelity tests with AVX-512 disabled (AVX2 paths; a no-op on a CPU without AVX-512)"
 	GODEBUG=$${GODEBUG:+$$GODEBUG,}cpu.avx512f=off $(GO) test -count=1 $(ISA_PKGS)

@@ -101,6 +101,9 @@ func spawn(ctx context.Context, argv, env []string, stderr io.Writer, timeout ti
 	// The runner dies with the gateway (and exits on EOF of its socket
 	// besides, since Pdeathsig follows the thread that forked it).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	// Wait returns this long after the runner exited even if a process it
+	// left behind still holds its stdout or stderr.
+	cmd.WaitDelay = time.Second
 	err = cmd.Start()
 	_ = rf.Close()
 	if err != nil {
@@ -224,6 +227,9 @@ func (c *conn) kill(kind, cause string) {
 	}
 	c.mu.Unlock()
 	if c.cmd != nil && c.cmd.Process != nil {
+		// The runner leads its own process group: kill what it started
+		// too (a wrapper script's children would keep its stderr open).
+		_ = syscall.Kill(-c.pid, syscall.SIGKILL)
 		_ = c.cmd.Process.Kill()
 	}
 }
