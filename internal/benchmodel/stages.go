@@ -20,7 +20,9 @@ var Stages = []string{device.StageVision, device.StageLLM, device.StageAdapter, 
 
 // StageRun is what RunStages measured.
 type StageRun struct {
-	Load Timing // cpu.Open: open → ready (weights packed, plans built, warm-up done)
+	// Load is cpu.Open: open → ready (weights packed, plans built, warm-up
+	// done).
+	Load Timing
 	// Warmup is the part of Load spent in the backend's warm-up prediction.
 	Warmup time.Duration
 	// RSSAfterLoadMiB and PeakRSSMiB are VmRSS after Open and VmHWM at the
@@ -33,7 +35,8 @@ type StageRun struct {
 	// ActionPred is the last predict's [Horizon, MaxActionDim] output
 	// (with reps 0: the untimed one's).
 	ActionPred []float32
-	Facts      device.Facts
+	// Facts is what the backend reported (policy, checkpoint digest, …).
+	Facts device.Facts
 }
 
 // RunStages opens the checkpoint dir with the CPU backend under policy ("":
