@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -415,4 +416,56 @@ func caseAInputsAt(t testing.TB, dir string) *device.Inputs {
 		in.ImageGridTHW = append(in.ImageGridTHW, [3]int{int(g[i]), int(g[i+1]), int(g[i+2])})
 	}
 	return in
+}
+
+// TestE2ERunnersThroughput measures /predict throughput of the demo with
+// 4 concurrent clients, one runner (all threads) against two (threads
+// split), one gateway each, in one run. Opt-in (GR00TGW_BENCH_RUNNERS=1;
+// GR00TGW_BENCH_SECONDS, default 15): a figure, not a check.
+func TestE2ERunnersThroughput(t *testing.T) {
+	if os.Getenv("GR00TGW_BENCH_RUNNERS") == "" {
+		t.Skip("opt-in: GR00TGW_BENCH_RUNNERS=1")
+	}
+	secs := 15
+	if v, err := strconv.Atoi(os.Getenv("GR00TGW_BENCH_SECONDS")); err == nil && v > 0 {
+		secs = v
+	}
+	bin, plugins := buildGateway(t)
+	rate := map[string]float64{}
+	for _, n := range []string{"1", "2", "1", "2"} { // interleaved: the machine's load drifts
+		g := startGateway(t, bin, plugins, "--device-runners", n, "--queue-depth", "16")
+		demo := getDemo(t, g)
+		client := &http.Client{Timeout: 60 * time.Second}
+		for range 3 { // warm
+			st, _, _, err := demoPredict(t, client, g, demo)
+			require.NoError(t, err)
+			require.Equal(t, http.StatusOK, st)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(secs)*time.Second)
+		var mu sync.Mutex
+		done := 0
+		var wg sync.WaitGroup
+		t0 := time.Now()
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for ctx.Err() == nil {
+					st, _, _, err := demoPredict(t, client, g, demo)
+					if err == nil && st == http.StatusOK {
+						mu.Lock()
+						done++
+						mu.Unlock()
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		cancel()
+		r := float64(done) / time.Since(t0).Seconds()
+		t.Logf("runners %s: %d predicts in %v: %.1f/s", n, done, time.Since(t0).Round(time.Millisecond), r)
+		rate[n] += r / 2
+		require.NoError(t, g.stop(t))
+	}
+	t.Logf("throughput, 4 clients, demo: runners 1 %.1f/s, runners 2 %.1f/s (×%.2f)", rate["1"], rate["2"], rate["2"]/rate["1"])
 }
