@@ -1,0 +1,116 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gr00tgw/gr00tgw/config"
+	"github.com/gr00tgw/gr00tgw/device"
+)
+
+// supervisedBackend is a fakeBackend with the runner pool's optional
+// interfaces: two slots, a supervision snapshot the test sets, a gate.
+type supervisedBackend struct {
+	*fakeBackend
+	mu     sync.Mutex
+	sv     device.Supervision
+	gated  atomic.Int32
+	down   atomic.Bool
+	slotsN int
+}
+
+func (b *supervisedBackend) Slots() int { return b.slotsN }
+
+func (b *supervisedBackend) Supervision() device.Supervision {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.sv
+}
+
+func (b *supervisedBackend) set(sv device.Supervision) {
+	b.mu.Lock()
+	b.sv = sv
+	b.mu.Unlock()
+}
+
+func (b *supervisedBackend) SetGate(ctx context.Context, gate device.GateFunc) error {
+	b.gated.Add(1)
+	return gate(ctx, b.fakeBackend) // the gate predicts on "the device"
+}
+
+func (b *supervisedBackend) Predict(ctx context.Context, in *device.Inputs) (*device.Result, error) {
+	if b.down.Load() {
+		return nil, fmt.Errorf("%w: runner[0] went away: signal killed", device.ErrRestarting)
+	}
+	return b.fakeBackend.Predict(ctx, in)
+}
+
+var _ device.Supervised = (*supervisedBackend)(nil)
+
+func TestSupervisedBackend(t *testing.T) {
+	sb := &supervisedBackend{fakeBackend: &fakeBackend{}, slotsN: 2,
+		sv: device.Supervision{Serving: true, Runners: []device.RunnerStatus{{Index: 0, PID: 42, State: "ok"}}}}
+	f := newFixture(t, true, func(_ *config.Config, _ *Options, f *fixture) { f.deps.Backend = sb })
+	assert.Equal(t, int32(1), sb.gated.Load(), "Start gates the devices once warmed up")
+	assert.Equal(t, 2, cap(f.srv.lock.sem), "one device slot per runner")
+	body := mustJSON(t, demoRequest(t))
+
+	health := func() (string, int) {
+		resp, b := f.do(t, http.MethodGet, "/health", nil, nil)
+		var h struct{ Status string }
+		require.NoError(t, json.Unmarshal(b, &h))
+		r2, _ := f.do(t, http.MethodGet, "/v2/health/ready", nil, nil)
+		_ = resp
+		return h.Status, r2.StatusCode
+	}
+	st, code := health()
+	assert.Equal(t, "ok", st)
+	assert.Equal(t, http.StatusOK, code)
+
+	// The runner goes away: the request in flight and new ones get 503
+	// device_restarting; health says starting; readiness 503.
+	sb.down.Store(true)
+	sb.set(device.Supervision{Reason: "runner[0] restarting after signal killed",
+		Runners: []device.RunnerStatus{{Index: 0, State: "restarting", Restarts: 1, LastCause: "signal killed",
+			RestartsByCause: map[string]int{"signal": 1}, Since: time.Now()}}})
+	resp, b := f.do(t, http.MethodPost, "/predict", body, nil)
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "%s", b)
+	assert.Contains(t, string(b), `"code":"device_restarting"`)
+	assert.NotEmpty(t, resp.Header.Get("Retry-After"))
+	st, code = health()
+	assert.Equal(t, "starting", st)
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	_, ib := f.do(t, http.MethodGet, "/info", nil, nil)
+	var info struct {
+		Runner map[string]any `json:"runner"`
+	}
+	require.NoError(t, json.Unmarshal(ib, &info))
+	assert.Equal(t, "process", info.Runner["isolation"])
+	assert.Equal(t, float64(1), info.Runner["restarts"])
+	assert.Equal(t, "signal killed", info.Runner["last_cause"])
+
+	// Gave up: failed, with the reason; health and info keep answering.
+	sb.set(device.Supervision{Failed: true, Reason: "runner[0] failed: 5 consecutive failed restarts",
+		Runners: []device.RunnerStatus{{Index: 0, State: "failed"}}})
+	st, code = health()
+	assert.Equal(t, "failed", st)
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+
+	// Back: ready, predicts served.
+	sb.down.Store(false)
+	sb.set(device.Supervision{Serving: true, Runners: []device.RunnerStatus{{Index: 0, PID: 43, State: "ok", Restarts: 1}}})
+	st, code = health()
+	assert.Equal(t, "ok", st)
+	assert.Equal(t, http.StatusOK, code)
+	resp, b = f.do(t, http.MethodPost, "/predict", body, nil)
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
+}
