@@ -173,10 +173,13 @@ func (s *Server) modelReady(c *fiber.Ctx) error {
 
 // demo is GET /demo[?embodiment=TAG]: the demo request body and its golden
 // of one embodiment (the default without the parameter). For a named
-// embodiment the request carries its embodiment field.
+// embodiment the request carries its embodiment field. While the server
+// starts it answers 503 starting, as /predict does, until the default
+// embodiment's warm-up and the device gate passed: a client that waits for
+// /demo (gr00tgw smoke --wait) can then predict.
 func (s *Server) demo(c *fiber.Ctx) error {
-	if s.deps.Load() == nil {
-		return notReady(s.state.Load())
+	if st := s.state.Load(); s.deps.Load() == nil || st == stateStarting {
+		return notReady(st)
 	}
 	tag := c.Query("embodiment")
 	e, err := s.lookup(tag)
