@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -429,6 +430,7 @@ func OpenWith(ctx context.Context, cfg config.Config, paths Paths, log *slog.Log
 		return nil, fmt.Errorf("plugins_dir %s: default embodiment %s: %w", paths.Plugins, cfg.Embodiment, err)
 	}
 	log.Info("Plugins loaded", "dir", paths.Plugins, "default", cfg.Embodiment, "ms", time.Since(t0).Milliseconds())
+	reportUnserved(ctx, cat, cfg.Embodiments, paths.Plugins, log)
 
 	log.Info(fmt.Sprintf("Opening device: backend %s (policy %s, threads %d)", cfg.Backend, cfg.Policy, cfg.Threads))
 	t0 = time.Now()
@@ -507,4 +509,32 @@ func (o *observer) Recycled(plugin, reason string) {
 
 func (o *observer) PoolInUse(plugin string, n int) {
 	o.inUse.Record(context.Background(), int64(n), metric.WithAttributes(attribute.String("plugin", plugin)))
+}
+
+// reportUnserved logs, before any weight is loaded, each configured
+// embodiment tag that no plugin in plugins_dir serves: the gateway refuses
+// it once the model is up (and serves the others), which at real size is a
+// minute later; a typo in embodiments should not wait that long to show.
+func reportUnserved(ctx context.Context, cat *Catalog, tags []string, dir string, log *slog.Logger) {
+	if len(tags) == 0 {
+		return
+	}
+	cands, err := cat.Scan(ctx)
+	if err != nil {
+		return // Start's scan reports it
+	}
+	have := map[string]bool{}
+	var found []string
+	for _, c := range cands {
+		if c.Err == nil {
+			have[c.Tag] = true
+			found = append(found, c.Tag)
+		}
+	}
+	slices.Sort(found)
+	for _, t := range tags {
+		if !have[t] {
+			log.Error("embodiment will be refused: no plugin in plugins_dir serves it", "embodiment", t, "plugins_dir", dir, "found", found)
+		}
+	}
 }

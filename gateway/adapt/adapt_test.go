@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/gr00tgw/gr00tgw/config"
 	"github.com/gr00tgw/gr00tgw/core/processor"
+	"github.com/gr00tgw/gr00tgw/device"
 	_ "github.com/gr00tgw/gr00tgw/device/cpu"
 	"github.com/gr00tgw/gr00tgw/gateway"
 	"github.com/gr00tgw/gr00tgw/plugins/plugintest"
@@ -243,4 +245,29 @@ func TestOpenUnknownDefault(t *testing.T) {
 	paths.Plugins = filepath.Join(t.TempDir(), "absent")
 	_, err = Open(context.Background(), cfg, paths, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	require.Error(t, err)
+}
+
+// A configured embodiment no plugin serves is reported before the backend
+// opens (the gateway refuses it later, once the model is up).
+func TestOpenReportsUnservedBeforeBackend(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the plugins")
+	}
+	root := repoRoot(t)
+	cfg := config.Default()
+	cfg.Embodiments = []string{"oxe_droid_relative_eef_relative_joint", "no_such_robot"}
+	paths := Resolve(cfg, root)
+	paths.Plugins = pluginsDir(t, root)
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	var atOpen string
+	stop := errors.New("stop before the weights")
+	_, err := OpenWith(context.Background(), cfg, paths, log, nil, func(context.Context, device.Options) (device.Backend, error) {
+		atOpen = buf.String()
+		return nil, stop
+	})
+	require.ErrorIs(t, err, stop)
+	assert.Contains(t, atOpen, "embodiment will be refused: no plugin in plugins_dir serves it")
+	assert.Contains(t, atOpen, "embodiment=no_such_robot")
+	assert.NotContains(t, atOpen, "embodiment=oxe_droid_relative_eef_relative_joint plugins_dir")
 }
