@@ -14,8 +14,10 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -380,8 +382,42 @@ func TestE2ERunnerConformance(t *testing.T) {
 	defer be.Close()
 	res, err := be.Predict(context.Background(), in)
 	require.NoError(t, err)
-	runnertest.Run(t, runnertest.Exec(bin, "runner", "--fd", "3", "--weights-dir", tiny, "--threads", "1"),
-		runnertest.Options{Inputs: in, Want: res.ActionPred})
+	o := runnertest.Options{Inputs: in, Want: res.ActionPred}
+	t.Run("fd", func(t *testing.T) {
+		runnertest.Run(t, runnertest.Exec(bin, "runner", "--fd", "3", "--weights-dir", tiny, "--threads", "1"), o)
+	})
+	t.Run("socket", func(t *testing.T) {
+		// gr00tgw runner --socket PATH: listens, serves its first client.
+		runnertest.Run(t, func(t testing.TB) (*net.UnixConn, func()) {
+			path := filepath.Join(t.TempDir(), "runner.sock")
+			cmd := exec.Command(bin, "runner", "--socket", path, "--weights-dir", tiny, "--threads", "1")
+			cmd.Stderr = os.Stderr
+			require.NoError(t, cmd.Start())
+			stop := func() {
+				done := make(chan struct{})
+				go func() { _ = cmd.Wait(); close(done) }()
+				select {
+				case <-done:
+				case <-time.After(10 * time.Second):
+					_ = cmd.Process.Kill()
+					<-done
+				}
+			}
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: path, Net: "unixpacket"})
+				if err == nil {
+					return c, stop
+				}
+				if time.Now().After(deadline) {
+					_ = cmd.Process.Kill()
+					stop()
+					t.Fatalf("dial %s: %v", path, err)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}, o)
+	})
 }
 
 // caseAInputsAt reads the case-A model inputs from dir.
