@@ -179,15 +179,25 @@ func (c *conn) startErr(err error) error {
 	if cause != "" && cause != msg {
 		msg += " (" + cause + ")"
 	}
-	if lines := c.stderr.last(); len(lines) > 0 {
+	lines := c.stderr.last()
+	if len(lines) > 0 {
 		n := min(len(lines), 5)
 		msg += "; last stderr: " + fmt.Sprint(lines[len(lines)-n:])
 	}
 	if errors.Is(err, errProtocol) {
-		return fmt.Errorf("%w [%s]", errProtocol, msg)
+		return &startError{fmt.Errorf("%w [%s]", errProtocol, msg), lines}
 	}
-	return errors.New(msg)
+	return &startError{errors.New(msg), lines}
 }
+
+// startError is a failed start and the runner's last stderr lines.
+type startError struct {
+	err    error
+	stderr []string
+}
+
+func (e *startError) Error() string { return e.err.Error() }
+func (e *startError) Unwrap() error { return e.err }
 
 // wait reaps the process and records why it exited.
 func (c *conn) wait() {

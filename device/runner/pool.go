@@ -711,6 +711,9 @@ func (w *worker) restart() *conn {
 		w.cur, w.status.PID = nil, 0
 		w.status.Failures = failures
 		w.status.LastCause, w.status.LastCauseKind = err.Error(), kind
+		if se := (*startError)(nil); errors.As(err, &se) {
+			w.status.LastStderr = se.stderr
+		}
 		w.status.RestartsByCause[kind]++
 		w.mu.Unlock()
 		p.log.Error("runner restart failed", "runner", w.index, "attempt", failures, "of", p.o.MaxRestarts, "err", err)
