@@ -51,8 +51,11 @@ manifests:
 check-deploy:
 	$(GO) run ./internal/deploycheck/cmd/gwchart check
 
+# vet, then vet again cross-compiled for darwin/arm64: the tree must build
+# off Linux (device/runner is Linux-only behind build tags; ~30 s more).
 vet:
 	$(GO) vet ./...
+	GOOS=darwin GOARCH=arm64 $(GO) vet ./...
 
 # staticcheck, pinned (fetched through the Go module proxy on first use);
 # build/ is git-ignored scratch space, not the module's code.

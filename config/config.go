@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -139,11 +140,14 @@ type Auth struct {
 
 // Device configures the backend's process isolation: serve runs the
 // backend in runner child processes (gr00tgw runner, device/RUNNER.md) by
-// default, supervised and restarted on a crash or hang; inproc keeps it in
-// the gateway's process (tests, embedding).
+// default on Linux, supervised and restarted on a crash or hang; inproc
+// keeps it in the gateway's process (tests, embedding, and the default on
+// every other OS: the runner is Linux-only).
 type Device struct {
-	// Isolation is "process" (runner children) or "inproc".
-	Isolation string `koanf:"isolation" flag:"device-isolation" usage:"where the backend runs: process (supervised runner children) or inproc"`
+	// Isolation is "process" (runner children; Linux only, the default
+	// there) or "inproc" (the default elsewhere). process off Linux is a
+	// config error.
+	Isolation string `koanf:"isolation" flag:"device-isolation" usage:"where the backend runs: process (supervised runner children; Linux only, the default there) or inproc (the default elsewhere)"`
 	// Runners is how many runner processes serve (one per accelerator;
 	// threads are split between them). Only with isolation process.
 	Runners int `koanf:"runners" flag:"device-runners" usage:"runner processes (one per device; each request goes to an idle one)"`
@@ -291,7 +295,7 @@ func Default() Config {
 		Metrics: Metrics{Enabled: true},
 		ZMQ:     ZMQ{MaxMessageBytes: 64 << 20, MaxBatch: 8, IdleTimeout: 10 * time.Minute, ReadTimeout: 30 * time.Second},
 		OpenPI:  OpenPI{MaxMessageBytes: 64 << 20, IdleTimeout: 10 * time.Minute, ReadTimeout: 30 * time.Second},
-		Device: Device{Isolation: "process", Runners: 1, RunnerPingInterval: time.Second, RunnerPingTimeout: 3 * time.Second,
+		Device: Device{Isolation: defaultIsolation(), Runners: 1, RunnerPingInterval: time.Second, RunnerPingTimeout: 3 * time.Second,
 			RunnerCallGrace: 2 * time.Second, RunnerStartTimeout: 5 * time.Minute, RunnerMaxRestarts: 5},
 	}
 }
@@ -310,6 +314,18 @@ func (c *Config) Validate() error {
 type keyCheck struct {
 	key   string
 	check func() error
+}
+
+// goos is runtime.GOOS (a variable for tests).
+var goos = runtime.GOOS
+
+// defaultIsolation is device.isolation's default: process on Linux (the
+// runner uses Linux-only calls: memfd, Pdeathsig), inproc elsewhere.
+func defaultIsolation() string {
+	if goos == "linux" {
+		return "process"
+	}
+	return "inproc"
 }
 
 func oneOf(v string, allowed ...string) error {
@@ -442,7 +458,15 @@ func (c *Config) checks() []keyCheck {
 		{"tls.cert_file", func() error { return pairedFile(c.TLS.CertFile, c.TLS.KeyFile, "tls.key_file") }},
 		{"tls.key_file", func() error { return pairedFile(c.TLS.KeyFile, c.TLS.CertFile, "tls.cert_file") }},
 		{"auth.api_keys_file", func() error { return readableFile(c.Auth.APIKeysFile) }},
-		{"device.isolation", func() error { return oneOf(c.Device.Isolation, "process", "inproc") }},
+		{"device.isolation", func() error {
+			if err := oneOf(c.Device.Isolation, "process", "inproc"); err != nil {
+				return err
+			}
+			if c.Device.Isolation == "process" && goos != "linux" {
+				return fmt.Errorf("process (runner children) needs Linux, this is %s: use inproc", goos)
+			}
+			return nil
+		}},
 		{"device.runners", func() error {
 			if c.Device.Runners < 1 || c.Device.Runners > 64 {
 				return fmt.Errorf("%d is outside [1, 64]", c.Device.Runners)

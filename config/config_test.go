@@ -205,3 +205,20 @@ func TestPrintRedactsSecretsAndShowsProvenance(t *testing.T) {
 	assert.Regexp(t, `addr\s+= "127.0.0.1:20000"\s+# default`, out)
 	assert.Equal(t, len(Keys()), strings.Count(out, "\n"))
 }
+
+// The runner is Linux-only: device.isolation defaults to process on Linux
+// and inproc elsewhere, and process off Linux is an error naming the key.
+func TestIsolationDefaultPerOS(t *testing.T) {
+	defer func(g string) { goos = g }(goos)
+	goos = "linux"
+	assert.Equal(t, "process", Default().Device.Isolation)
+	goos = "darwin"
+	assert.Equal(t, "inproc", Default().Device.Isolation)
+	l, err := Load(Sources{Environ: []string{}})
+	require.NoError(t, err)
+	assert.Equal(t, "inproc", l.Config.Device.Isolation)
+	_, err = Load(Sources{Environ: []string{"GR00TGW_DEVICE_ISOLATION=process"}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "device.isolation")
+	assert.Contains(t, err.Error(), "needs Linux")
+}

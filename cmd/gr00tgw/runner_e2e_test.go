@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // End-to-end tests of device isolation on the real binary: serve starts

@@ -1,3 +1,5 @@
+//go:build linux
+
 package runner_test
 
 // Tests of the Go runner (Serve) and the supervising client (runner.Pool) on the

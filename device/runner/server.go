@@ -1,3 +1,5 @@
+//go:build linux
+
 package runner
 
 import (
@@ -11,14 +13,6 @@ import (
 
 	"github.com/gr00tgw/gr00tgw/device"
 )
-
-// ServeOptions configure Serve.
-type ServeOptions struct {
-	// Layout is what the backend accepts (HELLO "layout").
-	Layout Layout
-	// Runner names the implementation in HELLO ("gr00tgw <version>").
-	Runner string
-}
 
 // Serve runs the runner side of the protocol on c for backend b, which it
 // does not close: HELLO, then ATTACH, PREDICT (one at a time, batch 1),

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package runnertest is the conformance suite of the runner protocol
 // (device/RUNNER.md): Run drives any runner implementation — Go, C++,
 // Python — message by message over its socket and checks the handshake,

@@ -1,0 +1,83 @@
+package runner
+
+import (
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/gr00tgw/gr00tgw/device"
+)
+
+// Options configure Open. Zero durations and counts take the defaults
+// noted on each field.
+type Options struct {
+	// Command is the runner's argv (required): Open appends --fd 3
+	// --backend B --weights-dir W --policy P --threads T --index I, and
+	// the runner finds its socket at descriptor 3 (GR00TGW_RUNNER_FD=3).
+	Command []string
+	// Env is the runner's environment (nil: this process's).
+	Env []string
+	// Backend and Device are what each runner opens.
+	Backend string
+	Device  device.Options
+	// Runners is how many runner processes serve (default 1); with
+	// Device.Threads 0 each gets GOMAXPROCS/Runners threads (at least 1).
+	Runners int
+	// PingInterval is how often an idle or busy runner is pinged (1s);
+	// PingTimeout how long a PONG may take before the runner is deemed
+	// hung and killed (3s).
+	PingInterval, PingTimeout time.Duration
+	// CallGrace is how long a cancelled or timed-out PREDICT may take to
+	// stop before the runner is killed (2s).
+	CallGrace time.Duration
+	// StartTimeout bounds a start: exec to HELLO, weights loaded (5m).
+	StartTimeout time.Duration
+	// MaxRestarts is how many consecutive failed restarts a runner gets
+	// before it stays failed (5).
+	MaxRestarts int
+	// BackoffMin and BackoffMax bound the delay before a restart, doubled
+	// after each failure (100ms, 5s).
+	BackoffMin, BackoffMax time.Duration
+	// Logger receives supervision events (nil: slog.Default()).
+	Logger *slog.Logger
+	// Stderr receives the runners' stdout and stderr (nil: os.Stderr).
+	Stderr io.Writer
+}
+
+func (o *Options) defaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	if o.Runners <= 0 {
+		o.Runners = 1
+	}
+	def(&o.PingInterval, time.Second)
+	def(&o.PingTimeout, 3*time.Second)
+	def(&o.CallGrace, 2*time.Second)
+	def(&o.StartTimeout, 5*time.Minute)
+	def(&o.BackoffMin, 100*time.Millisecond)
+	def(&o.BackoffMax, 5*time.Second)
+	if o.MaxRestarts <= 0 {
+		o.MaxRestarts = 5
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Stderr == nil {
+		o.Stderr = os.Stderr
+	}
+	if o.Env == nil {
+		o.Env = os.Environ()
+	}
+}
+
+// ServeOptions configure Serve.
+type ServeOptions struct {
+	// Layout is what the backend accepts (HELLO "layout").
+	Layout Layout
+	// Runner names the implementation in HELLO ("gr00tgw <version>").
+	Runner string
+}
