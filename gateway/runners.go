@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -51,29 +52,47 @@ func (s *Server) deviceState() (state, reason string) {
 	return "starting", sv.Reason
 }
 
-// gateDevices hands a supervised backend the gate its restarted devices
-// must pass — the default embodiment's warm-up on that device alone — and
-// runs it on every device the start-up warm-up did not check.
-func (s *Server) gateDevices(ctx context.Context, deps *Deps) error {
+// gateDevices is the default embodiment's warm-up at start (bindWith):
+// for a backend that is not supervised, the plain warm-up; for a
+// device.Gated one it hands the backend the gate its devices must pass —
+// e's warm-up on that device alone, golden-checked — which SetGate runs on
+// every device now (so each runner warms up once, and readiness waits for
+// all of them) and on every restarted device before it serves again. e's
+// warm-up report is the first device's.
+func (s *Server) gateDevices(ctx context.Context, deps *Deps, e *entry) error {
 	g, ok := deps.Backend.(device.Gated)
 	if !ok {
-		return nil
+		return s.warmup(ctx, deps, e)
 	}
-	e := s.defaultEntry()
-	if e == nil {
-		return nil
-	}
+	var (
+		mu    sync.Mutex
+		first *warmupReport
+		start = true // SetGate below is running: record the report
+	)
 	gate := func(ctx context.Context, b device.Backend) error {
 		d := *deps
 		d.Backend = b
 		t0 := time.Now()
-		if _, err := s.warmupRuns(ctx, &d, e); err != nil {
+		rep, err := s.warmupRuns(ctx, &d, e)
+		if err != nil {
 			return err
 		}
+		mu.Lock()
+		if start && first == nil {
+			first = rep
+		}
+		mu.Unlock()
 		s.log.Info("device gate passed", "embodiment", e.tag, "ms", time.Since(t0).Milliseconds())
 		return nil
 	}
-	if err := g.SetGate(ctx, gate); err != nil {
+	err := g.SetGate(ctx, gate)
+	mu.Lock()
+	start = false
+	if first != nil {
+		e.warm = *first
+	}
+	mu.Unlock()
+	if err != nil {
 		return fmt.Errorf("device gate: %w", err)
 	}
 	return nil

@@ -114,3 +114,47 @@ func TestSupervisedBackend(t *testing.T) {
 	resp, b = f.do(t, http.MethodPost, "/predict", body, nil)
 	assert.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
 }
+
+// multiDevice is a gated backend of n devices: SetGate runs the gate on
+// each; Predict through the pool counts apart from each device's calls.
+type multiDevice struct {
+	*fakeBackend // the pool's own Predict
+	devs         []*fakeBackend
+}
+
+func (b *multiDevice) Supervision() device.Supervision {
+	return device.Supervision{Serving: true, Runners: []device.RunnerStatus{{Index: 0, State: "ok"}, {Index: 1, State: "ok"}}}
+}
+
+func (b *multiDevice) SetGate(ctx context.Context, gate device.GateFunc) error {
+	for _, d := range b.devs {
+		if err := gate(ctx, d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestStartWarmsEachDeviceOnce: with a supervised backend the default
+// embodiment's start warm-up is the device gate — warmup_runs predictions
+// on each device, none more through the pool (it was both: the warm-up
+// through the pool, then the gate again on the same device, ~30 s more per
+// start at real size) — and the warm-up report is recorded.
+func TestStartWarmsEachDeviceOnce(t *testing.T) {
+	md := &multiDevice{fakeBackend: &fakeBackend{}, devs: []*fakeBackend{{}, {}}}
+	var runs int
+	f := newFixture(t, true, func(c *config.Config, _ *Options, f *fixture) {
+		c.WarmupRuns = 2
+		runs = c.WarmupRuns
+		f.deps.Backend = md
+	})
+	f.srv.WaitBound(context.Background())
+	def := f.srv.defaultEntry()
+	require.NotNil(t, def)
+	assert.Equal(t, int64(0), md.calls.Load(), "no default warm-up through the pool")
+	for i, d := range md.devs {
+		assert.Equal(t, int64(runs), d.calls.Load(), "device %d warmed up once (warmup_runs predictions)", i)
+	}
+	assert.Equal(t, runs, def.warm.Runs, "the warm-up report is recorded")
+	assert.Len(t, def.warm.LatencyMS, runs)
+}

@@ -173,6 +173,12 @@ func indexCandidates(cs []Candidate) map[string]*Candidate {
 // binding. A failure refuses the candidate and leaves what was serving
 // untouched.
 func (s *Server) bind(ctx context.Context, deps *Deps, tag string, c *Candidate) change {
+	return s.bindWith(ctx, deps, tag, c, s.warmup)
+}
+
+// bindWith is bind with warm as the warm-up of the new binding (Start
+// binds the default embodiment with the device gate: gateDevices).
+func (s *Server) bindWith(ctx context.Context, deps *Deps, tag string, c *Candidate, warm func(context.Context, *Deps, *entry) error) change {
 	cur := s.set.Load().entries[tag]
 	if c == nil {
 		return s.refuse(tag, Candidate{Tag: tag}, cur, errNoCandidate)
@@ -194,7 +200,7 @@ func (s *Server) bind(ctx context.Context, deps *Deps, tag string, c *Candidate)
 		s.closeBinding(b)
 		return s.refuse(tag, *c, cur, err)
 	}
-	if err := s.warmup(ctx, deps, e); err != nil {
+	if err := warm(ctx, deps, e); err != nil {
 		s.closeBinding(b)
 		return s.refuse(tag, *c, cur, err)
 	}

@@ -264,13 +264,12 @@ func (s *Server) Start(ctx context.Context, load LoadFunc) error {
 		}
 	})
 	def := want[0]
-	if ch := s.bind(ctx, deps, def, byTag[def]); ch.Change != "added" {
+	// The default embodiment's warm-up is the device gate: with a
+	// supervised backend (runner processes) it runs once on each runner,
+	// not once through the pool and again per runner.
+	if ch := s.bindWith(ctx, deps, def, byTag[def], s.gateDevices); ch.Change != "added" {
 		s.reloadMu.Unlock()
 		return fail(deps, fmt.Errorf("default embodiment %s: %s", def, ch.Reason))
-	}
-	if err := s.gateDevices(ctx, deps); err != nil {
-		s.reloadMu.Unlock()
-		return fail(deps, err)
 	}
 	if !s.state.CompareAndSwap(stateStarting, stateReady) {
 		s.reloadMu.Unlock()
