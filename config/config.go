@@ -55,6 +55,8 @@ type Config struct {
 	// for any embodiment, <demo_dir> itself for the default one. Empty, or
 	// when absent there: <weights_dir>/demo/<tag>, then for the default
 	// <weights_dir>/demo and <weights_dir>/caseA, then the plugin's demo/.
+	// A demo_dir that is set must exist (a config error otherwise, before
+	// any weight loads); one without a given tag's demo falls back.
 	DemoDir string `koanf:"demo_dir" flag:"demo-dir" usage:"demo observations: <dir>/<tag>/request.json (+ actions.json golden), <dir> itself for the default embodiment; empty: <weights_dir>/demo/<tag>, <weights_dir>/demo or caseA, the plugin's demo/"`
 	// GoldenDir holds the goldens `gr00tgw golden` computed:
 	// <golden_dir>/<checkpoint sha256>/<tag>/{request.json,actions.json}.
@@ -458,6 +460,7 @@ func (c *Config) checks() []keyCheck {
 		{"tls.cert_file", func() error { return pairedFile(c.TLS.CertFile, c.TLS.KeyFile, "tls.key_file") }},
 		{"tls.key_file", func() error { return pairedFile(c.TLS.KeyFile, c.TLS.CertFile, "tls.cert_file") }},
 		{"auth.api_keys_file", func() error { return readableFile(c.Auth.APIKeysFile) }},
+		{"demo_dir", func() error { return existingDir(c.DemoDir) }},
 		{"device.isolation", func() error {
 			if err := oneOf(c.Device.Isolation, "process", "inproc"); err != nil {
 				return err
@@ -507,6 +510,22 @@ func readableFile(path string) error {
 	}
 	if st.IsDir() {
 		return fmt.Errorf("%s is a directory", path)
+	}
+	return nil
+}
+
+// existingDir checks that path, when set, is a directory (a configured
+// directory that is missing is an error, not a silent fallback).
+func existingDir(path string) error {
+	if path == "" {
+		return nil
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s is not a directory", path)
 	}
 	return nil
 }

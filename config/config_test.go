@@ -222,3 +222,18 @@ func TestIsolationDefaultPerOS(t *testing.T) {
 	assert.Contains(t, err.Error(), "device.isolation")
 	assert.Contains(t, err.Error(), "needs Linux")
 }
+
+// A configured demo_dir that does not exist (or is a file) is a config
+// error naming demo_dir, not a silent fallback to the plugin's demo.
+func TestDemoDirMustExist(t *testing.T) {
+	_, err := Load(Sources{Environ: []string{}, Flags: parsedFlags(t, "--demo-dir", "/nonexistent")})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "demo_dir")
+	assert.Contains(t, err.Error(), "/nonexistent")
+	f := writeFile(t, "x: 1\n")
+	_, err = Load(Sources{Environ: []string{"GR00TGW_DEMO_DIR=" + f}})
+	require.ErrorContains(t, err, "not a directory")
+	l, err := Load(Sources{Environ: []string{"GR00TGW_DEMO_DIR=" + t.TempDir()}})
+	require.NoError(t, err)
+	assert.NotEmpty(t, l.Config.DemoDir)
+}

@@ -94,6 +94,15 @@ func TestServeUsageAndConfigErrors(t *testing.T) {
 	err = runServe(context.Background(), []string{"--warmup-pcc-min", "2"})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "key[warmup_pcc_min] (from flag --warmup-pcc-min)")
+	// A configured demo_dir that is missing fails before anything loads
+	// (it used to fall back silently to the plugin's demo).
+	swapOpenServing(t, func(context.Context, config.Config, *slog.Logger, metric.MeterProvider) (*gateway.Deps, error) {
+		t.Error("serve opened the serving pipeline with a missing demo_dir")
+		return nil, errors.New("unreachable")
+	})
+	err = runServe(context.Background(), []string{"--demo-dir", "/nonexistent", "--addr", freeAddr(t)})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "key[demo_dir] (from flag --demo-dir)")
 	err = runConfig(context.Background(), []string{"show"})
 	require.ErrorIs(t, err, errUsage)
 }
