@@ -118,7 +118,15 @@ func (s *Server) modelEntry(name string) (*entry, error) {
 
 // modelMetadata is GET /v2/models/{model} (OIP-style metadata): name,
 // version, platform, inputs and outputs of one embodiment ({model} is a
-// tag, or the model's name for the default embodiment).
+// tag, or the model's name for the default embodiment). The inputs are
+// what /v2/models/{model}/infer accepts (gateway/oip). OIP metadata has
+// one datatype and shape per tensor ({name, datatype, shape}, -1 for a
+// variable dimension), so each input lists its primary form and, in the
+// tensor's "parameters" (an extension, as MLServer's metadata tensors
+// have), the others: images.<camera> UINT8 [T, -1, -1, 3] (RGB frames,
+// any size, oldest first) or BYTES [T] (PNG/JPEG); seed INT64 [1] (or
+// UINT64) and noise FP32 [horizon, D] (or [1, horizon, D]) are optional
+// and exclusive.
 func (s *Server) modelMetadata(c *fiber.Ctx) error {
 	deps := s.deps.Load()
 	if deps == nil {
@@ -130,20 +138,31 @@ func (s *Server) modelMetadata(c *fiber.Ctx) error {
 	}
 	info := e.info
 	type tensor struct {
-		Name     string `json:"name"`
-		Datatype string `json:"datatype"`
-		Shape    []int  `json:"shape"`
+		Name       string         `json:"name"`
+		Datatype   string         `json:"datatype"`
+		Shape      []int          `json:"shape"`
+		Parameters map[string]any `json:"parameters,omitempty"`
 	}
 	var inputs, outputs []tensor
+	t := len(info.VideoDeltaIndices)
 	for _, cam := range info.Cameras {
-		inputs = append(inputs, tensor{"images." + cam, "BYTES", []int{len(info.VideoDeltaIndices)}})
+		inputs = append(inputs, tensor{"images." + cam, "UINT8", []int{t, -1, -1, 3}, map[string]any{
+			"content":   "RGB frames, oldest first, any height and width",
+			"also":      []map[string]any{{"datatype": "BYTES", "shape": []int{t}, "content": "PNG or JPEG frames, oldest first"}},
+			"datatypes": []string{"UINT8", "BYTES"},
+		}})
 	}
 	for _, g := range info.StateGroups {
-		inputs = append(inputs, tensor{"state." + g.Key, "FP32", []int{g.Dim}})
+		inputs = append(inputs, tensor{"state." + g.Key, "FP32", []int{g.Dim}, nil})
 	}
-	inputs = append(inputs, tensor{"instruction", "BYTES", []int{1}})
+	inputs = append(inputs, tensor{"instruction", "BYTES", []int{1}, nil})
+	inputs = append(inputs,
+		tensor{"seed", "INT64", []int{1}, map[string]any{"optional": true, "exclusive_with": "noise",
+			"datatypes": []string{"INT64", "UINT64"}, "default": deps.Model.DefaultSeed}},
+		tensor{"noise", "FP32", []int{deps.Model.chunkHorizon(&info), deps.Model.ActionDim}, map[string]any{"optional": true,
+			"exclusive_with": "seed", "content": "the initial flow-matching noise of the model's chunk; [1, horizon, D] is accepted too"}})
 	for _, g := range info.ActionGroups {
-		outputs = append(outputs, tensor{"actions." + g.Key, "FP32", []int{info.ActionHorizon, g.Dim}})
+		outputs = append(outputs, tensor{"actions." + g.Key, "FP32", []int{info.ActionHorizon, g.Dim}, nil})
 	}
 	name := s.cfg.ModelName
 	if c.Params("model") == info.Name {
@@ -153,7 +172,7 @@ func (s *Server) modelMetadata(c *fiber.Ctx) error {
 		"name": name, "versions": []string{deps.Model.Version}, "platform": "gr00tgw-" + deps.Backend.Facts().Backend,
 		"inputs": inputs, "outputs": outputs,
 		"parameters": fiber.Map{"embodiment": info.Name, "embodiment_id": info.ID, "plugin": PluginReport{info.Plugin, info.PluginVersion},
-			"sha256": e.b.SHA256, "layout": e.b.Layout},
+			"sha256": e.b.SHA256, "layout": e.b.Layout, "optional_inputs": []string{"seed", "noise"}},
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -218,4 +219,110 @@ func TestOIPErrors(t *testing.T) {
 		assert.True(t, strings.Contains(string(mb), want), "/metrics has %s", want)
 	}
 	assert.False(t, strings.Contains(string(mb), "no_such_robot"), "a client's model name is no label value")
+}
+
+// TestOIPMetadataDescribesInfer: GET /v2/models/{model} lists what
+// /v2/models/{model}/infer accepts — cameras as UINT8 [T, -1, -1, 3] (BYTES
+// [T] named in the tensor's parameters), state FP32 [D], instruction BYTES
+// [1], seed INT64 [1] and noise FP32 [horizon, D] marked optional (and
+// exclusive) — and a
+// request built from it (every input at its listed datatype, the -1
+// dimensions filled with the demo's frame size) is served.
+func TestOIPMetadataDescribesInfer(t *testing.T) {
+	e := setup(t)
+	resp, err := e.srv.App().Test(httptestGet("/v2/models/"+droidTag), -1)
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	require.Equal(t, 200, resp.StatusCode, string(b))
+	var md struct {
+		Inputs []struct {
+			Name       string         `json:"name"`
+			Datatype   string         `json:"datatype"`
+			Shape      []int          `json:"shape"`
+			Parameters map[string]any `json:"parameters"`
+		} `json:"inputs"`
+		Parameters map[string]any `json:"parameters"`
+	}
+	require.NoError(t, json.Unmarshal(b, &md))
+	assert.Equal(t, []any{"seed", "noise"}, md.Parameters["optional_inputs"])
+
+	// The client's request (UINT8 frames, UINT64 seed) for the demo.
+	body, _, err := oipclient.Request(raw(t, e.droid), oipclient.Options{Seed: u64(7)})
+	require.NoError(t, err)
+	var req struct {
+		Inputs []map[string]any `json:"inputs"`
+	}
+	require.NoError(t, json.Unmarshal(body, &req))
+	sent := map[string]map[string]any{}
+	for _, in := range req.Inputs {
+		sent[in["name"].(string)] = in
+	}
+	var ins []map[string]any
+	optional := map[string]bool{}
+	for _, m := range md.Inputs {
+		if m.Parameters["optional"] == true {
+			optional[m.Name] = true
+		}
+		in, ok := sent[m.Name]
+		switch {
+		case strings.HasPrefix(m.Name, oip.PrefixImages):
+			require.True(t, ok, m.Name)
+			assert.Equal(t, "UINT8", m.Datatype, m.Name)
+			assert.Equal(t, []any{"UINT8", "BYTES"}, m.Parameters["datatypes"], m.Name)
+			shape := in["shape"].([]any)
+			require.Len(t, m.Shape, len(shape), m.Name)
+			for i, d := range m.Shape {
+				if d != -1 {
+					assert.Equal(t, float64(d), shape[i], "%s dim %d", m.Name, i)
+				}
+			}
+			assert.Equal(t, -1, m.Shape[1], "height is variable")
+			ins = append(ins, in)
+		case m.Name == oip.InputSeed:
+			assert.Equal(t, "INT64", m.Datatype)
+			assert.Equal(t, []int{1}, m.Shape)
+			ins = append(ins, map[string]any{"name": "seed", "datatype": m.Datatype, "shape": m.Shape, "data": []int64{7}})
+		case m.Name == oip.InputNoise:
+			assert.Equal(t, "FP32", m.Datatype)
+			require.Len(t, m.Shape, 2)
+			ins = append(ins, map[string]any{"name": "noise", "datatype": m.Datatype, "shape": m.Shape,
+				"data": make([]float32, m.Shape[0]*m.Shape[1])})
+		default:
+			require.True(t, ok, "%s is listed but the client does not send it", m.Name)
+			assert.Equal(t, m.Datatype, in["datatype"], m.Name)
+			assert.Equal(t, float64(m.Shape[0]), in["shape"].([]any)[0], m.Name)
+			ins = append(ins, in)
+		}
+	}
+	assert.Equal(t, map[string]bool{"seed": true, "noise": true}, optional)
+	for name := range sent {
+		assert.Contains(t, fmt.Sprint(ins), name, "the client sends %s, which the metadata does not list", name)
+	}
+	// With the listed seed (INT64), then with the noise instead (the two
+	// are exclusive, as the parameters say).
+	var withSeed, withNoise []map[string]any
+	for _, in := range ins {
+		if in["name"] != "noise" {
+			withSeed = append(withSeed, in)
+		}
+		if in["name"] != "seed" {
+			withNoise = append(withNoise, in)
+		}
+	}
+	for _, m := range md.Inputs {
+		if m.Name == "seed" || m.Name == "noise" {
+			assert.NotEmpty(t, m.Parameters["exclusive_with"], m.Name)
+		}
+	}
+	for _, set := range [][]map[string]any{withSeed, withNoise} {
+		b, err := json.Marshal(map[string]any{"inputs": set})
+		require.NoError(t, err)
+		st, out, _ := e.oipPost(t, droidTag, b, -1)
+		assert.Equal(t, 200, st, "%s", out)
+	}
+}
+
+func httptestGet(path string) *http.Request {
+	req, _ := http.NewRequest("GET", path, nil)
+	return req
 }
