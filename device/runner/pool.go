@@ -398,6 +398,12 @@ func (p *Pool) acquire(ctx context.Context, want *worker) (*worker, error) {
 		if !serving && want == nil {
 			return nil, fmt.Errorf("%w: no runner serves: %s", device.ErrRestarting, p.Supervision().Reason)
 		}
+		if !serving {
+			want.mu.Lock()
+			st, cause := want.status.State, want.status.LastCause
+			want.mu.Unlock()
+			return nil, fmt.Errorf("%w: runner[%d] is %s: %s", device.ErrRestarting, want.index, st, cause)
+		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
@@ -463,9 +469,23 @@ func (p *Pool) SetGate(ctx context.Context, gate device.GateFunc) error {
 			errs = append(errs, err)
 			continue
 		}
+		// The gate's predict may lose the runner (down sets w.cur nil):
+		// kill only the runner gated, and only while it is still w's.
+		w.mu.Lock()
+		c := w.cur
+		w.mu.Unlock()
 		if err := w.runGate(ctx, gate); err != nil {
 			errs = append(errs, err)
-			w.cur.kill("gate", err.Error())
+			w.mu.Lock()
+			still := c != nil && w.cur == c
+			w.mu.Unlock()
+			if still {
+				select {
+				case <-c.dead:
+				default:
+					c.kill("gate", err.Error())
+				}
+			}
 		}
 		p.release(w2)
 	}

@@ -65,6 +65,9 @@ func helper(mode string) int {
 		}
 		_ = os.WriteFile(once, nil, 0o644)
 	}
+	if strings.HasPrefix(mode, "fake-") {
+		return fakeRunner(mode, w)
+	}
 	switch mode {
 	case "exit":
 		fmt.Fprintln(os.Stderr, "helper: cannot open the device")

@@ -1,0 +1,150 @@
+//go:build linux
+
+package runner_test
+
+// Regression tests of supervision edge cases, against fake runners (helper
+// modes "fake-*", served by fakeRunner): a runner that dies on its first
+// PREDICT, one that honours timeout_ms to the millisecond, one that leaves a
+// child in its process group, one with an absurd HELLO layout, one that
+// exits right after every HELLO, one that answers ATTACH or PING with the
+// wrong message.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gr00tgw/gr00tgw/device"
+	"github.com/gr00tgw/gr00tgw/device/runner"
+)
+
+var fakeLayout = runner.Layout{MaxPatches: 16, MaxImages: 1, MaxSeq: 8, PixelCols: 4, StateDim: 2, ActionHorizon: 2, ActionDim: 2}
+
+// fakeRunner is a minimal runner of the protocol that misbehaves per mode.
+func fakeRunner(mode string, w *runner.Wire) int {
+	if mode == "fake-orphan" {
+		// a runner that started a helper process (same process group)
+		cmd := exec.Command("sleep", "300")
+		_ = cmd.Start()
+		_ = os.WriteFile(os.Getenv("FAKE_CHILD_PID_FILE"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644)
+	}
+	l := fakeLayout
+	if mode == "fake-biglayout" {
+		l.MaxPatches, l.PixelCols = 1<<58+1, 16 // MaxPatches·PixelCols·4 wraps to 64
+	}
+	if mode == "fake-hugelayout" {
+		l.MaxSeq = 1 << 40 // no product wraps, but terabytes
+	}
+	_ = w.Send(runner.MsgHello, 0, runner.HelloBody{Protocol: 1, PID: os.Getpid(), Facts: runner.Facts{Backend: "fake"}, Layout: l}, -1)
+	if mode == "fake-flap" {
+		time.Sleep(20 * time.Millisecond)
+		return 1
+	}
+	for {
+		m, err := w.Recv(0)
+		if err != nil {
+			return 1
+		}
+		if m.FD >= 0 {
+			_ = syscall.Close(m.FD)
+		}
+		switch m.Type {
+		case runner.MsgPing:
+			if mode == "fake-badpong" {
+				_ = w.Send(runner.MsgAttached, m.ID, nil, -1)
+				continue
+			}
+			_ = w.Send(runner.MsgPong, m.ID, nil, -1)
+		case runner.MsgAttach:
+			var a runner.AttachBody
+			_ = json.Unmarshal(m.Body, &a)
+			if mode == "fake-badattach" {
+				_ = w.Send(runner.MsgPong, m.ID, nil, -1)
+				continue
+			}
+			_ = w.Send(runner.MsgAttached, m.ID, a, -1)
+		case runner.MsgPredict:
+			var p runner.PredictBody
+			_ = json.Unmarshal(m.Body, &p)
+			switch mode {
+			case "fake-dieonpredict":
+				os.Exit(9)
+			case "fake-slowdie":
+				time.Sleep(300 * time.Millisecond)
+				os.Exit(9)
+			case "fake-deadline":
+				// honour timeout_ms exactly, as the Go runner does
+				time.Sleep(time.Duration(p.TimeoutMS) * time.Millisecond)
+				_ = w.Send(runner.MsgError, m.ID, runner.ErrorBody{Kind: runner.KindCancelled, Message: "deadline"}, -1)
+			default:
+				_ = w.Send(runner.MsgResult, m.ID, runner.ResultBody{Horizon: 2, ActionDim: 2}, -1)
+			}
+		case runner.MsgClose:
+			_ = w.Send(runner.MsgClosed, m.ID, nil, -1)
+			return 0
+		}
+	}
+}
+
+func fakeInputs() *device.Inputs {
+	return &device.Inputs{PixelValues: make([]float32, 16*4), PixelRows: 16, PixelCols: 4, ImageGridTHW: [][3]int{{1, 4, 4}},
+		InputIDs: make([]int32, 4), PositionIDs: make([]int32, 12), State: make([]float32, 2)}
+}
+
+// TestGateRunnerDiesDuringGate: a runner that dies during the start-up
+// gate fails SetGate with ErrRestarting; SetGate does not panic.
+func TestGateRunnerDiesDuringGate(t *testing.T) {
+	p, err := openPool(t, "fake-dieonpredict", 1, runner.Options{MaxRestarts: 1, BackoffMin: time.Hour})
+	require.NoError(t, err)
+	defer p.Close()
+	done := make(chan error, 1)
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				done <- fmt.Errorf("SetGate panicked: %v", r)
+			}
+		}()
+		done <- p.SetGate(context.Background(), func(ctx context.Context, b device.Backend) error {
+			_, err := b.Predict(ctx, fakeInputs())
+			return err
+		})
+	}()
+	select {
+	case err = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("SetGate did not return")
+	}
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "panicked")
+	assert.ErrorIs(t, err, device.ErrRestarting)
+}
+
+// TestGateFailsFastOnDownRunner: SetGate waiting for a busy runner that
+// then goes away (restarting) fails at once, not when its ctx ends.
+func TestGateFailsFastOnDownRunner(t *testing.T) {
+	p, err := openPool(t, "fake-slowdie", 1, runner.Options{BackoffMin: time.Hour})
+	require.NoError(t, err)
+	defer p.Close()
+	busy := make(chan error, 1)
+	go func() { _, err := p.Predict(context.Background(), fakeInputs()); busy <- err }()
+	time.Sleep(50 * time.Millisecond) // the runner is busy
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	t0 := time.Now()
+	err = p.SetGate(ctx, func(ctx context.Context, b device.Backend) error { return nil })
+	assert.Less(t, time.Since(t0), 3*time.Second, "SetGate waited for its ctx")
+	assert.ErrorIs(t, err, device.ErrRestarting)
+	assert.ErrorIs(t, <-busy, device.ErrRestarting)
+}
+
+var _ = strings.Contains // used by later tests
