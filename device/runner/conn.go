@@ -165,8 +165,8 @@ func spawn(ctx context.Context, argv, env []string, stderr io.Writer, timeout ti
 	if c.hello.Protocol != ProtocolVersion {
 		return fail("protocol", fmt.Errorf("%w: runner speaks protocol version %d, want %d", errProtocol, c.hello.Protocol, ProtocolVersion))
 	}
-	if l := c.hello.Layout; l.PixelCols <= 0 || l.MaxPatches <= 0 || l.MaxSeq <= 0 || l.StateDim <= 0 || l.ActionHorizon <= 0 || l.ActionDim <= 0 || l.MaxImages <= 0 {
-		return fail("protocol", fmt.Errorf("%w: HELLO layout %+v has a non-positive size", errProtocol, l))
+	if err := c.hello.Layout.Validate(); err != nil {
+		return fail("protocol", fmt.Errorf("%w: HELLO %w", errProtocol, err))
 	}
 	go c.read()
 	return c, nil

@@ -11,6 +11,7 @@ package runner
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/gr00tgw/gr00tgw/device"
 )
@@ -62,6 +63,49 @@ type Layout struct {
 	StateDim      int `json:"state_dim"`
 	ActionHorizon int `json:"action_horizon"`
 	ActionDim     int `json:"action_dim"`
+}
+
+// MaxSegment caps SegmentSize: a HELLO layout needing a larger segment is
+// a protocol error (1 GiB; the N1.7 layout needs about 11 MiB).
+const MaxSegment = 1 << 30
+
+// Validate checks that every size is positive and that the segment the
+// layout needs (each tensor's 4-byte elements, without overflow) is at most
+// MaxSegment; the error names the field at fault.
+func (l Layout) Validate() error {
+	fields := []struct {
+		name string
+		v    int
+	}{{"max_patches", l.MaxPatches}, {"max_images", l.MaxImages}, {"max_seq", l.MaxSeq}, {"pixel_cols", l.PixelCols},
+		{"state_dim", l.StateDim}, {"action_horizon", l.ActionHorizon}, {"action_dim", l.ActionDim}}
+	for _, f := range fields {
+		if f.v <= 0 {
+			return fmt.Errorf("layout %s %d is not positive", f.name, f.v)
+		}
+	}
+	// bytes of a×b 4-byte elements, or false past MaxSegment
+	bytes := func(a, b int) (int, bool) {
+		if a > MaxSegment/4/b {
+			return 0, false
+		}
+		return 4 * a * b, true
+	}
+	total := 0
+	for _, t := range []struct {
+		name string
+		a, b int
+	}{{"max_patches × pixel_cols", l.MaxPatches, l.PixelCols}, {"max_seq", l.MaxSeq, 1}, {"max_seq", l.MaxSeq, 1},
+		{"3 × max_seq", 3, l.MaxSeq}, {"state_dim", l.StateDim, 1},
+		{"action_horizon × action_dim", l.ActionHorizon, l.ActionDim}, {"action_horizon × action_dim", l.ActionHorizon, l.ActionDim}} {
+		n, ok := bytes(t.a, t.b)
+		if ok {
+			total += (n + 63) &^ 63
+		}
+		if !ok || total > MaxSegment {
+			return fmt.Errorf("layout %s (%d × %d values) needs a segment over MaxSegment (%d bytes)", t.name, t.a, t.b, MaxSegment)
+		}
+	}
+	return nil
 }
 
 // SegmentSize is the shared-memory segment a request of this layout needs:

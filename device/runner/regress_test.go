@@ -148,3 +148,51 @@ func TestGateFailsFastOnDownRunner(t *testing.T) {
 }
 
 var _ = strings.Contains // used by later tests
+
+// TestHelloLayoutOverflowRefused: a HELLO layout whose sizes overflow (or
+// exceed the segment cap) is a protocol error naming the field, not a
+// tiny segment that panics the gateway later.
+func TestHelloLayoutOverflowRefused(t *testing.T) {
+	for _, tc := range []struct{ mode, field string }{{"fake-biglayout", "max_patches"}, {"fake-hugelayout", "max_seq"}} {
+		t.Run(tc.mode, func(t *testing.T) {
+			p, err := openPool(t, tc.mode, 1, runner.Options{})
+			if err == nil {
+				defer p.Close()
+				func() {
+					defer func() {
+						if r := recover(); r != nil {
+							t.Errorf("PixelBuffer panicked: %v", r)
+						}
+					}()
+					if _, rel, ok := p.PixelBuffer(); ok {
+						rel()
+					}
+				}()
+				t.Fatalf("Open accepted layout %+v", p.Layout())
+			}
+			assert.Contains(t, err.Error(), "protocol")
+			assert.Contains(t, err.Error(), tc.field)
+		})
+	}
+}
+
+func TestLayoutValidate(t *testing.T) {
+	require.NoError(t, fakeLayout.Validate())
+	l := fakeLayout
+	l.StateDim = 0
+	assert.ErrorContains(t, l.Validate(), "state_dim")
+	l = fakeLayout
+	l.ActionHorizon, l.ActionDim = 1<<62, 1<<62
+	assert.ErrorContains(t, l.Validate(), "action_horizon")
+}
+
+// TestSpanCountOverflowRefused: a span whose 4×count wraps is outside the
+// segment (the runner's check), not a view of it.
+func TestSpanCountOverflowRefused(t *testing.T) {
+	seg, err := runner.NewSegment(0, 4096)
+	require.NoError(t, err)
+	defer seg.Close()
+	assert.PanicsWithError(t, "span [offset 0, 4611686018427387904 elements] outside segment[0] of 4096 bytes", func() { seg.F32(runner.Span{Offset: 0, Count: 1 << 62}) })
+	assert.Panics(t, func() { seg.I32(runner.Span{Offset: 4, Count: 1<<62 - 1}) })
+	assert.Len(t, seg.F32(runner.Span{Offset: 4092, Count: 1}), 1)
+}

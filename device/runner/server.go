@@ -20,6 +20,9 @@ import (
 // (an error wrapping the cause). PINGs are answered while a prediction
 // runs. Serve returns once the prediction in flight, if any, has stopped.
 func Serve(ctx context.Context, c *net.UnixConn, b device.Backend, o ServeOptions) error {
+	if err := o.Layout.Validate(); err != nil {
+		return fmt.Errorf("runner: %w", err)
+	}
 	s := &server{s: newSock(c), b: b, segs: map[uint32]*segment{}}
 	defer s.closeSegments()
 	hello := HelloBody{Protocol: ProtocolVersion, Runner: o.Runner, PID: os.Getpid(), Facts: wireFacts(b.Facts()), Layout: o.Layout}
@@ -128,7 +131,7 @@ func (s *server) inputs(p *PredictBody) (*device.Inputs, *segment, error) {
 	if seg == nil {
 		return nil, nil, fmt.Errorf("segment[%d] is not attached", p.Segment)
 	}
-	if p.PixelRows < 0 || p.PixelCols < 0 || p.PixelValues.Count != p.PixelRows*p.PixelCols {
+	if p.PixelRows < 0 || p.PixelCols < 0 || (p.PixelCols > 0 && p.PixelRows > p.PixelValues.Count/p.PixelCols) || p.PixelValues.Count != p.PixelRows*p.PixelCols {
 		return nil, nil, fmt.Errorf("pixel_values has %d elements, want pixel_rows %d × pixel_cols %d", p.PixelValues.Count, p.PixelRows, p.PixelCols)
 	}
 	spans := []struct {

@@ -67,7 +67,8 @@ func (s *segment) close() {
 // span checks that sp lies inside the segment (4-byte aligned) and names
 // it for errors.
 func (s *segment) span(name string, sp Span) error {
-	if sp.Offset < 0 || sp.Count < 0 || sp.Offset%4 != 0 || sp.Offset+4*sp.Count > len(s.mem) || sp.Offset+4*sp.Count < sp.Offset {
+	// Count > room/4 rather than Offset+4·Count > len: 4·Count can wrap.
+	if sp.Offset < 0 || sp.Count < 0 || sp.Offset%4 != 0 || sp.Offset > len(s.mem) || sp.Count > (len(s.mem)-sp.Offset)/4 {
 		return fmt.Errorf("%s [offset %d, %d elements] outside segment[%d] of %d bytes", name, sp.Offset, sp.Count, s.id, len(s.mem))
 	}
 	return nil
