@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/gr00tgw/gr00tgw/device"
 )
 
@@ -38,6 +40,12 @@ type conn struct {
 	nextID atomic.Uint64
 	dead   chan struct{}
 	stderr *tail
+
+	// pmu orders signals to the process group (kill) with the leader's
+	// reaping (wait): once reaped is set, its pid (and so its group id)
+	// may be reused, and -pid is never signalled again.
+	pmu    sync.Mutex
+	reaped bool
 }
 
 // tail keeps the last lines written to it and forwards everything to w.
@@ -201,8 +209,17 @@ type startError struct {
 func (e *startError) Error() string { return e.err.Error() }
 func (e *startError) Unwrap() error { return e.err }
 
-// wait reaps the process and records why it exited.
+// wait reaps the process and records why it exited. When the leader has
+// exited (a zombie: its pid cannot be reused yet) what it left in its
+// process group is killed first: a child that inherited the socket, the
+// stderr pipe or a segment mapping must not outlive it, since the segment
+// is reused for the next call.
 func (c *conn) wait() {
+	waitExited(c.pid)
+	c.pmu.Lock()
+	_ = syscall.Kill(-c.pid, syscall.SIGKILL)
+	c.reaped = true
+	c.pmu.Unlock()
 	err := c.cmd.Wait()
 	c.mu.Lock()
 	if c.cause == "" {
@@ -241,8 +258,26 @@ func (c *conn) kill(kind, cause string) {
 	if c.cmd != nil && c.cmd.Process != nil {
 		// The runner leads its own process group: kill what it started
 		// too (a wrapper script's children would keep its stderr open).
-		_ = syscall.Kill(-c.pid, syscall.SIGKILL)
+		// Not once the leader is reaped: its pid may belong to another
+		// process group by then (wait has killed the group already).
+		c.pmu.Lock()
+		if !c.reaped {
+			_ = syscall.Kill(-c.pid, syscall.SIGKILL)
+		}
+		c.pmu.Unlock()
 		_ = c.cmd.Process.Kill()
+	}
+}
+
+// waitExited blocks until process pid has exited, without reaping it
+// (waitid WNOWAIT); it returns early on an error (ECHILD).
+func waitExited(pid int) {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != syscall.EINTR {
+			return
+		}
 	}
 }
 

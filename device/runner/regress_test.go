@@ -196,3 +196,42 @@ func TestSpanCountOverflowRefused(t *testing.T) {
 	assert.Panics(t, func() { seg.I32(runner.Span{Offset: 4, Count: 1<<62 - 1}) })
 	assert.Len(t, seg.F32(runner.Span{Offset: 4092, Count: 1}), 1)
 }
+
+// TestLeaderExitKillsProcessGroup: when the runner leader dies by itself,
+// what it started in its process group (which may hold the segments) is
+// killed before the runner is replaced.
+func TestLeaderExitKillsProcessGroup(t *testing.T) {
+	pf := t.TempDir() + "/child"
+	t.Setenv("FAKE_CHILD_PID_FILE", pf)
+	p, err := openPool(t, "fake-orphan", 1, runner.Options{})
+	require.NoError(t, err)
+	defer p.Close()
+	b, err := os.ReadFile(pf)
+	require.NoError(t, err)
+	child, _ := strconv.Atoi(string(b))
+	require.Positive(t, child)
+	defer syscall.Kill(child, syscall.SIGKILL)
+	pid := p.Supervision().Runners[0].PID
+	require.NoError(t, syscall.Kill(pid, syscall.SIGSEGV))
+	deadline := time.Now().Add(10 * time.Second)
+	for p.Supervision().Runners[0].PID == pid || p.Supervision().Runners[0].PID == 0 {
+		require.True(t, time.Now().Before(deadline), "no restart")
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The child is killed; it is a zombie until `sleep`'s parent (the old
+	// runner, now gone) is reaped by init, so look at its state.
+	assert.Eventually(t, func() bool { return gone(child) }, 2*time.Second, 10*time.Millisecond,
+		"runner %d died and was replaced, but its child %d (same process group) is alive", pid, child)
+	assert.Equal(t, "exit status 2", p.Supervision().Runners[0].LastCause, "the leader's own exit (Go's SIGSEGV exit), not the group kill")
+}
+
+// gone reports whether pid no longer runs (absent or a zombie).
+func gone(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && s[i+2] == 'Z'
+}
