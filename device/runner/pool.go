@@ -568,11 +568,13 @@ func (w *worker) down(c *conn) {
 	w.status.PID = 0
 	w.cur = nil
 	w.gated = false
+	// State with cur: a second down (the supervisor's and the caller's
+	// race) returns early, and its caller must already see restarting.
+	w.status.State, w.status.Since = "restarting", time.Now()
 	w.mu.Unlock()
+	p.removeIdle(w) // and notify
 	p.log.Error("runner went away; restarting", "runner", w.index, "pid", c.pid, "cause", cause, "kind", kind,
 		"last_stderr", lines)
-	w.setState("restarting", "")
-	p.removeIdle(w)
 }
 
 // watch pings c until it is dead or the pool closes.
