@@ -444,7 +444,9 @@ func (c *conn) attach(seg *segment, timeout time.Duration) error {
 // before predict returns, so that it never writes into seg afterwards.
 func (c *conn) predict(ctx context.Context, seg *segment, body *PredictBody, grace time.Duration) (*ResultBody, error) {
 	if dl, ok := ctx.Deadline(); ok {
-		body.TimeoutMS = max(time.Until(dl).Milliseconds(), 1)
+		// Rounded up: a runner that honours it stops no earlier than
+		// the caller's own deadline.
+		body.TimeoutMS = max(int64((time.Until(dl)+time.Millisecond-1)/time.Millisecond), 1)
 	}
 	id, ch, err := c.send(MsgPredict, body, -1, true)
 	if err != nil {
@@ -480,8 +482,19 @@ func (c *conn) predict(ctx context.Context, seg *segment, body *PredictBody, gra
 			<-c.dead
 			return nil, fmt.Errorf("%w (%w)", err, c.gone())
 		}
-		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-			return nil, ctx.Err()
+		if errors.Is(err, context.Canceled) {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			// The runner stopped the call at its timeout_ms (a clock a
+			// hair ahead of ours): a deadline, not a shutdown, unless
+			// the runner is being closed.
+			c.mu.Lock()
+			closing := c.closing
+			c.mu.Unlock()
+			if !closing {
+				return nil, fmt.Errorf("runner: predict: %w (the runner stopped it at timeout_ms %d)", context.DeadlineExceeded, body.TimeoutMS)
+			}
 		}
 		return nil, err
 	}

@@ -235,3 +235,21 @@ func gone(pid int) bool {
 	i := strings.LastIndexByte(s, ')')
 	return i >= 0 && i+2 < len(s) && s[i+2] == 'Z'
 }
+
+// TestDeadlineAnsweredCancelledIsDeadline: a runner that stops a call at
+// its timeout_ms (answering ERROR cancelled) while the caller's ctx is
+// still live yields context.DeadlineExceeded (504), never
+// context.Canceled (503 "shutting down").
+func TestDeadlineAnsweredCancelledIsDeadline(t *testing.T) {
+	p, err := openPool(t, "fake-deadline", 1, runner.Options{})
+	require.NoError(t, err)
+	defer p.Close()
+	for i := 0; i < 10; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond+990*time.Microsecond)
+		_, err = p.Predict(ctx, fakeInputs())
+		cancel()
+		require.Error(t, err)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.NotErrorIs(t, err, context.Canceled)
+	}
+}
