@@ -43,6 +43,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Stderr receives the runners' stdout and stderr (nil: os.Stderr).
 	Stderr io.Writer
+
+	// stableUptime is how long a started runner must stay up before its
+	// consecutive failures reset; a death sooner counts as a failed
+	// restart (30s; tests set it through SetStableUptime).
+	stableUptime time.Duration
 }
 
 func (o *Options) defaults() {
@@ -60,6 +65,7 @@ func (o *Options) defaults() {
 	def(&o.StartTimeout, 5*time.Minute)
 	def(&o.BackoffMin, 100*time.Millisecond)
 	def(&o.BackoffMax, 5*time.Second)
+	def(&o.stableUptime, 30*time.Second)
 	if o.MaxRestarts <= 0 {
 		o.MaxRestarts = 5
 	}

@@ -537,15 +537,39 @@ func (w *worker) supervise(c *conn) {
 	p := w.p
 	defer p.wg.Done()
 	for {
+		okAt := time.Now()
 		w.watch(c)
 		if p.isClosed() {
 			return
 		}
 		w.down(c)
+		if up := time.Since(okAt); up < p.o.stableUptime && w.flapped(c, up) {
+			return
+		}
 		if c = w.restart(); c == nil {
 			return
 		}
 	}
+}
+
+// flapped counts a runner that died within the stable uptime of serving as
+// a failed restart (its backoff keeps growing); true when that makes
+// MaxRestarts and the runner stays failed.
+func (w *worker) flapped(c *conn, up time.Duration) bool {
+	p := w.p
+	_, cause := c.causeOf()
+	w.mu.Lock()
+	w.status.Failures++
+	failures := w.status.Failures
+	w.mu.Unlock()
+	err := fmt.Errorf("runner went away %v after it started serving (under %v): %s", up.Round(time.Millisecond), p.o.stableUptime, cause)
+	p.log.Error("runner restart failed", "runner", w.index, "attempt", failures, "of", p.o.MaxRestarts, "err", err)
+	if failures >= p.o.MaxRestarts {
+		w.setState("failed", fmt.Sprintf("%d consecutive failed restarts; last: %v", failures, err))
+		p.log.Error("runner failed for good", "runner", w.index, "restarts", failures)
+		return true
+	}
+	return false
 }
 
 // down records that c, w's runner, went away (once per runner): cause,
@@ -581,8 +605,17 @@ func (w *worker) down(c *conn) {
 func (w *worker) watch(c *conn) {
 	t := time.NewTicker(w.p.o.PingInterval)
 	defer t.Stop()
+	stable := time.NewTimer(w.p.o.stableUptime)
+	defer stable.Stop()
 	for {
 		select {
+		case <-stable.C:
+			// Up long enough: its failures are no longer consecutive.
+			w.mu.Lock()
+			if w.cur == c {
+				w.status.Failures = 0
+			}
+			w.mu.Unlock()
 		case <-c.dead:
 			return
 		case <-w.p.stop:
@@ -598,8 +631,18 @@ func (w *worker) watch(c *conn) {
 // pool closed or w failed for good.
 func (w *worker) restart() *conn {
 	p := w.p
+	// The failures so far (failed starts, and runs shorter than the
+	// stable uptime) set the backoff: a flapping runner backs off as a
+	// failing one does.
+	w.mu.Lock()
+	failures := w.status.Failures
+	w.mu.Unlock()
 	delay := p.o.BackoffMin
-	for failures := 0; ; {
+	for i := 0; i < failures && delay < p.o.BackoffMax; i++ {
+		delay *= 2
+	}
+	delay = min(delay, p.o.BackoffMax)
+	for {
 		select {
 		case <-p.stop:
 			return nil
@@ -652,9 +695,8 @@ func (w *worker) restart() *conn {
 		}
 		cancel()
 		if err == nil {
-			w.mu.Lock()
-			w.status.Failures = 0
-			w.mu.Unlock()
+			// Failures stays until the runner has been up for the
+			// stable uptime (watch resets it).
 			w.setState("ok", "")
 			p.log.Info("runner restarted", "runner", w.index, "pid", c.pid)
 			p.putIdle(w)

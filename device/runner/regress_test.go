@@ -253,3 +253,59 @@ func TestDeadlineAnsweredCancelledIsDeadline(t *testing.T) {
 		assert.NotErrorIs(t, err, context.Canceled)
 	}
 }
+
+// TestFlappingRunnerFails: a runner that dies right after each successful
+// start counts each death within the stable uptime as a failed restart and
+// ends failed after MaxRestarts, instead of restarting forever.
+func TestFlappingRunnerFails(t *testing.T) {
+	p, err := openPool(t, "fake-flap", 1, runner.Options{MaxRestarts: 3, BackoffMin: 10 * time.Millisecond, BackoffMax: 40 * time.Millisecond})
+	require.NoError(t, err)
+	defer p.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for !p.Supervision().Failed {
+		require.True(t, time.Now().Before(deadline), "still restarting: %+v", p.Supervision().Runners[0])
+		time.Sleep(10 * time.Millisecond)
+	}
+	st := p.Supervision().Runners[0]
+	t.Logf("state %s restarts %d failures %d cause %s", st.State, st.Restarts, st.Failures, st.LastCause)
+	assert.Equal(t, "failed", st.State)
+	assert.LessOrEqual(t, st.Restarts, 4)
+	assert.Contains(t, p.Supervision().Reason, "3 consecutive failed restarts")
+}
+
+// TestFlapBackoffGrows: the delay between flapping restarts keeps doubling
+// across cycles (a successful start does not reset it).
+func TestFlapBackoffGrows(t *testing.T) {
+	p, err := openPool(t, "fake-flap", 1, runner.Options{MaxRestarts: 100, BackoffMin: 50 * time.Millisecond, BackoffMax: time.Hour})
+	require.NoError(t, err)
+	defer p.Close()
+	time.Sleep(2 * time.Second)
+	// 50+100+200+400+800 ms = 1.55 s: about 5 restarts, not ~40.
+	st := p.Supervision().Runners[0]
+	t.Logf("after 2s: state %s restarts %d failures %d", st.State, st.Restarts, st.Failures)
+	assert.LessOrEqual(t, st.Restarts, 7)
+	assert.Positive(t, st.Failures)
+}
+
+// TestStableRunnerResetsFailures: a runner that stays up for the stable
+// uptime clears its consecutive failures.
+func TestStableRunnerResetsFailures(t *testing.T) {
+	o := runner.Options{MaxRestarts: 3, BackoffMin: 5 * time.Millisecond}
+	runner.SetStableUptime(&o, 300*time.Millisecond)
+	p, err := openPool(t, "fake-ok", 1, o)
+	require.NoError(t, err)
+	defer p.Close()
+	for i := 0; i < 5; i++ { // more deaths than MaxRestarts, each after a stable run
+		pid := p.Supervision().Runners[0].PID
+		time.Sleep(400 * time.Millisecond)
+		require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+		deadline := time.Now().Add(5 * time.Second)
+		for st := p.Supervision().Runners[0]; st.State != "ok" || st.PID == pid; st = p.Supervision().Runners[0] {
+			require.NotEqual(t, "failed", st.State)
+			require.True(t, time.Now().Before(deadline), "no restart: %+v", st)
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	time.Sleep(400 * time.Millisecond)
+	assert.Equal(t, 0, p.Supervision().Runners[0].Failures)
+}
