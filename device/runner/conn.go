@@ -431,7 +431,14 @@ func (c *conn) attach(seg *segment, timeout time.Duration) error {
 		return err
 	}
 	if m.typ != MsgAttached {
-		return replyErr(m, fmt.Sprintf("attach segment[%d]", seg.id))
+		err := replyErr(m, fmt.Sprintf("attach segment[%d]", seg.id))
+		if errors.Is(err, errProtocol) {
+			// Killed and reaped; the caller sees ErrRestarting.
+			c.kill("protocol", err.Error())
+			<-c.dead
+			return fmt.Errorf("%w (%w)", err, c.gone())
+		}
+		return err
 	}
 	c.mu.Lock()
 	c.attached[seg.id] = true
@@ -509,9 +516,12 @@ func (c *conn) predict(ctx context.Context, seg *segment, body *PredictBody, gra
 
 // ping sends PING and kills the runner when no PONG comes within timeout.
 func (c *conn) ping(timeout time.Duration) {
-	_, err := c.call(MsgPing, nil, -1, timeout)
-	if errors.Is(err, errTimeout) {
+	m, err := c.call(MsgPing, nil, -1, timeout)
+	switch {
+	case errors.Is(err, errTimeout):
 		c.kill("hang", fmt.Sprintf("hang: no PONG within runner_ping_timeout %v", timeout))
+	case err == nil && m.typ != MsgPong:
+		c.kill("protocol", fmt.Sprintf("%v: PING answered with message type %d, want PONG (%d)", errProtocol, m.typ, MsgPong))
 	}
 }
 

@@ -147,8 +147,6 @@ func TestGateFailsFastOnDownRunner(t *testing.T) {
 	assert.ErrorIs(t, <-busy, device.ErrRestarting)
 }
 
-var _ = strings.Contains // used by later tests
-
 // TestHelloLayoutOverflowRefused: a HELLO layout whose sizes overflow (or
 // exceed the segment cap) is a protocol error naming the field, not a
 // tiny segment that panics the gateway later.
@@ -308,4 +306,32 @@ func TestStableRunnerResetsFailures(t *testing.T) {
 	}
 	time.Sleep(400 * time.Millisecond)
 	assert.Equal(t, 0, p.Supervision().Runners[0].Failures)
+}
+
+// TestAttachProtocolErrorKillsRunner: a runner that answers ATTACH with
+// another message is killed (protocol) and restarted; the call fails
+// with ErrRestarting.
+func TestAttachProtocolErrorKillsRunner(t *testing.T) {
+	p, err := openPool(t, "fake-badattach", 1, runner.Options{BackoffMin: time.Hour})
+	require.NoError(t, err)
+	defer p.Close()
+	pid := p.Supervision().Runners[0].PID
+	_, err = p.Predict(context.Background(), fakeInputs())
+	require.ErrorIs(t, err, device.ErrRestarting)
+	st := p.Supervision().Runners[0]
+	assert.NotEqual(t, "ok", st.State)
+	assert.Equal(t, "protocol", st.LastCauseKind)
+	assert.True(t, gone(pid), "runner %d still runs", pid)
+}
+
+// TestPingWrongReplyKillsRunner: a PING answered with anything but PONG
+// kills the runner (protocol).
+func TestPingWrongReplyKillsRunner(t *testing.T) {
+	p, err := openPool(t, "fake-badpong", 1, runner.Options{PingInterval: 20 * time.Millisecond, BackoffMin: time.Hour})
+	require.NoError(t, err)
+	defer p.Close()
+	assert.Eventually(t, func() bool {
+		st := p.Supervision().Runners[0]
+		return st.State != "ok" && st.LastCauseKind == "protocol"
+	}, 5*time.Second, 10*time.Millisecond)
 }
