@@ -526,15 +526,16 @@ func (c *conn) ping(timeout time.Duration) {
 }
 
 // close asks the runner to exit (CLOSE → CLOSED) and kills it when it has
-// not exited within timeout.
+// not exited within timeout of CLOSE (one deadline for CLOSED and exit).
 func (c *conn) close(timeout time.Duration) {
 	c.mu.Lock()
 	c.closing = true
 	c.mu.Unlock()
+	deadline := time.Now().Add(timeout)
 	_, _ = c.call(MsgClose, nil, -1, timeout)
 	select {
 	case <-c.dead:
-	case <-time.After(timeout):
+	case <-time.After(time.Until(deadline)):
 		c.kill("hang", "did not exit after CLOSE")
 		<-c.dead
 	}
