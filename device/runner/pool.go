@@ -203,6 +203,7 @@ func (p *Pool) getSegment() (*segment, error) {
 	if n := len(p.free); n > 0 {
 		s := p.free[n-1]
 		p.free = p.free[:n-1]
+		s.loaned = true
 		return s, nil
 	}
 	if p.segSize == 0 {
@@ -213,6 +214,7 @@ func (p *Pool) getSegment() (*segment, error) {
 		return nil, err
 	}
 	p.nextSeg++
+	s.loaned = true
 	p.segs = append(p.segs, s)
 	return s, nil
 }
@@ -220,7 +222,18 @@ func (p *Pool) getSegment() (*segment, error) {
 func (p *Pool) putSegment(s *segment) {
 	p.segMu.Lock()
 	defer p.segMu.Unlock()
-	if s.mem == nil { // closed under us
+	if !s.loaned {
+		return
+	}
+	s.loaned = false
+	if p.segSize == 0 { // the pool closed while s was on loan: unmap it now
+		s.close()
+		for i, x := range p.segs {
+			if x == s {
+				p.segs = append(p.segs[:i], p.segs[i+1:]...)
+				break
+			}
+		}
 		return
 	}
 	p.free = append(p.free, s)
@@ -744,8 +757,9 @@ func (p *Pool) isClosed() bool {
 }
 
 // Close stops every runner (CLOSE, then SIGKILL after 5 s), waits for the
-// supervisors and releases the shared memory. Calls in flight fail with
-// device.ErrRestarting. It is idempotent.
+// supervisors and releases the shared memory (a segment on loan, from
+// PixelBuffer or a call, once it is given back). Calls in flight fail
+// with device.ErrRestarting. It is idempotent.
 func (p *Pool) Close() error {
 	p.mu.Lock()
 	if p.closed {
@@ -768,11 +782,19 @@ func (p *Pool) Close() error {
 	wg.Wait()
 	p.stopOnce.Do(func() { close(p.stop) })
 	p.wg.Wait()
+	// A segment on loan (a PixelBuffer not yet released, a call still
+	// returning) stays mapped until it is given back: unmapping it would
+	// turn its holder's next write into a SIGSEGV.
 	p.segMu.Lock()
+	var loaned []*segment
 	for _, s := range p.segs {
-		s.close()
+		if s.loaned {
+			loaned = append(loaned, s)
+		} else {
+			s.close()
+		}
 	}
-	p.segs, p.free, p.segSize = nil, nil, 0
+	p.segs, p.free, p.segSize = loaned, nil, 0
 	p.segMu.Unlock()
 	return nil
 }

@@ -335,3 +335,28 @@ func TestPingWrongReplyKillsRunner(t *testing.T) {
 		return st.State != "ok" && st.LastCauseKind == "protocol"
 	}, 5*time.Second, 10*time.Millisecond)
 }
+
+// TestCloseKeepsLoanedSegmentMapped: Pool.Close does not unmap a
+// PixelBuffer still on loan (its holder may be writing into it); the
+// segment is unmapped when it is given back.
+func TestCloseKeepsLoanedSegmentMapped(t *testing.T) {
+	maps0 := memfdMaps(t)
+	p, err := openPool(t, "fake-ok", 1, runner.Options{})
+	require.NoError(t, err)
+	buf, rel, ok := p.PixelBuffer()
+	require.True(t, ok)
+	buf2, rel2, ok := p.PixelBuffer()
+	require.True(t, ok)
+	rel2()
+	_ = buf2
+	require.NoError(t, p.Close())
+	assert.Equal(t, maps0+1, memfdMaps(t), "the loaned segment stays mapped, the free one is unmapped")
+	for i := range buf { // a SIGSEGV here if Close unmapped it
+		buf[i] = float32(i)
+	}
+	rel()
+	rel()
+	assert.Equal(t, maps0, memfdMaps(t), "unmapped once given back")
+	_, _, ok = p.PixelBuffer()
+	assert.False(t, ok, "no buffer from a closed pool")
+}

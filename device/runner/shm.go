@@ -16,6 +16,9 @@ type segment struct {
 	id  uint32
 	fd  int
 	mem []byte
+	// loaned: out of the Pool's free list (a PixelBuffer or a call holds
+	// it); Pool.Close leaves it mapped until it comes back (Pool.segMu).
+	loaned bool
 }
 
 // newSegment creates a memfd of size bytes and maps it.
