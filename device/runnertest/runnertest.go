@@ -4,7 +4,8 @@
 // (device/RUNNER.md): Run drives any runner implementation — Go, C++,
 // Python — message by message over its socket and checks the handshake,
 // ATTACH, PREDICT (bit-exact against a reference result), error kinds,
-// CANCEL, PING during a prediction, unknown messages and CLOSE. A runner
+// CANCEL (well before completion), PING during a prediction, a second
+// PREDICT while busy, writes outside output, unknown messages and CLOSE. A runner
 // written in another language is tested by a Go test that calls Run with
 // Exec(its command line).
 package runnertest
@@ -36,8 +37,10 @@ type Options struct {
 	// backend's), compared bit for bit.
 	Inputs *device.Inputs
 	Want   []float32
-	// SlowInputs, when set, is a request that runs long enough (≥ 50 ms)
-	// to be pinged and cancelled while in flight; nil uses Inputs.
+	// SlowInputs, when set, is a request that runs long enough (≥ 50 ms;
+	// cases that need it are skipped under 20 ms) to be pinged, cancelled
+	// at a tenth of its time and sent a second PREDICT while in flight;
+	// nil uses Inputs.
 	SlowInputs *device.Inputs
 	// Timeout bounds each reply (default 30s).
 	Timeout time.Duration
@@ -201,6 +204,34 @@ func (p *peer) predictBody(in *device.Inputs) runner.PredictBody {
 	return b
 }
 
+// canary fills the segment outside the inputs before a PREDICT.
+const canary = 0xA5A5A5A5
+
+func bitsOf(f []float32) []uint32 {
+	out := make([]uint32, len(f))
+	for i, x := range f {
+		out[i] = math.Float32bits(x)
+	}
+	return out
+}
+
+// minSlow is how long SlowInputs must take for the in-flight cases to tell
+// orders apart; a faster runner skips them.
+const minSlow = 20 * time.Millisecond
+
+// slowDuration runs SlowInputs once (warming the runner) and returns how
+// long it took; under minSlow the case is skipped.
+func (p *peer) slowDuration(t *testing.T) time.Duration {
+	t.Helper()
+	t0 := time.Now()
+	p.expect(p.send(runner.MsgPredict, p.predictBody(p.o.SlowInputs), -1), runner.MsgResult)
+	d := time.Since(t0)
+	if d < minSlow {
+		t.Skipf("SlowInputs took %v, under %v: too fast to tell message orders apart", d, minSlow)
+	}
+	return d
+}
+
 // Run runs the conformance suite against runners from start.
 func Run(t *testing.T, start StartFunc, o Options) {
 	if o.Timeout <= 0 {
@@ -239,8 +270,20 @@ func Run(t *testing.T, start StartFunc, o Options) {
 		p := open(t, start, o)
 		p.attach(7, 0)
 		for i := range 2 { // twice: the second on a warm runner, same bits
+			// Canaries everywhere but the inputs: the runner may write
+			// inside output only.
+			all := p.seg.F32(runner.Span{Offset: 0, Count: p.seg.Size() / 4})
+			for j := range all {
+				all[j] = math.Float32frombits(canary)
+			}
 			b := p.predictBody(o.Inputs)
+			before := bitsOf(all)
 			m := p.expect(p.send(runner.MsgPredict, b, -1), runner.MsgResult)
+			for j, x := range bitsOf(all) {
+				if off := 4 * j; (off < b.Output.Offset || off >= b.Output.Offset+4*b.Output.Count) && x != before[j] {
+					t.Fatalf("run %d: the runner wrote at byte %d of the segment, outside output [%d, %d)", i, off, b.Output.Offset, b.Output.Offset+4*b.Output.Count)
+				}
+			}
 			var r runner.ResultBody
 			if err := json.Unmarshal(m.Body, &r); err != nil {
 				t.Fatal(err)
@@ -329,6 +372,62 @@ func Run(t *testing.T, start StartFunc, o Options) {
 		}
 		// The runner serves the next prediction normally.
 		p.expect(p.send(runner.MsgPredict, p.predictBody(o.Inputs), -1), runner.MsgResult)
+	})
+	t.Run("ping_answered_during_predict", func(t *testing.T) {
+		p := open(t, start, o)
+		p.attach(5, 0)
+		d := p.slowDuration(t)
+		pid := p.send(runner.MsgPredict, p.predictBody(o.SlowInputs), -1)
+		ping := p.send(runner.MsgPing, nil, -1)
+		m := p.recv()
+		if m.ID == pid {
+			t.Fatalf("PREDICT answered (type %d) before the PING sent right after it (the prediction takes %v): PINGs must be answered while a PREDICT runs", m.Type, d)
+		}
+		if m.ID != ping || m.Type != runner.MsgPong {
+			t.Fatalf("unexpected message type %d id %d, want PONG %d", m.Type, m.ID, ping)
+		}
+		p.expect(pid, runner.MsgResult)
+	})
+	t.Run("cancel_before_completion", func(t *testing.T) {
+		p := open(t, start, o)
+		p.attach(6, 0)
+		d := p.slowDuration(t)
+		pid := p.send(runner.MsgPredict, p.predictBody(o.SlowInputs), -1)
+		time.Sleep(d / 10)
+		if err := p.w.Send(runner.MsgCancel, pid, nil, -1); err != nil {
+			t.Fatal(err)
+		}
+		// CANCEL came at a tenth of the prediction's time: it must stop it.
+		p.expectError(pid, runner.KindCancelled)
+		p.expect(p.send(runner.MsgPredict, p.predictBody(o.Inputs), -1), runner.MsgResult)
+	})
+	t.Run("second_predict_while_busy", func(t *testing.T) {
+		p := open(t, start, o)
+		p.attach(8, 0)
+		d := p.slowDuration(t)
+		first := p.send(runner.MsgPredict, p.predictBody(o.SlowInputs), -1)
+		second := p.send(runner.MsgPredict, p.predictBody(o.SlowInputs), -1)
+		var gotFirst, gotSecond bool
+		for !gotFirst || !gotSecond {
+			m := p.recv()
+			switch m.ID {
+			case first:
+				if m.Type != runner.MsgResult {
+					t.Fatalf("the first PREDICT answered type %d (%s), want RESULT", m.Type, m.Body)
+				}
+				gotFirst = true
+			case second:
+				var e runner.ErrorBody
+				_ = json.Unmarshal(m.Body, &e)
+				if m.Type != runner.MsgError || e.Kind != runner.KindProtocol {
+					t.Fatalf("a PREDICT sent while one runs (for %v) answered type %d (%s), want ERROR protocol (batch 1)", d, m.Type, m.Body)
+				}
+				gotSecond = true
+			default:
+				t.Fatalf("unexpected message type %d id %d", m.Type, m.ID)
+			}
+		}
+		p.expect(p.send(runner.MsgPing, nil, -1), runner.MsgPong)
 	})
 	t.Run("close", func(t *testing.T) {
 		p := open(t, start, o)
