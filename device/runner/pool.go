@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/gr00tgw/gr00tgw/device"
@@ -556,13 +557,22 @@ func (w *worker) supervise(c *conn) {
 			return
 		}
 		w.down(c)
-		if up := time.Since(okAt); up < p.o.stableUptime && w.flapped(c, up) {
+		if up := time.Since(okAt); up < p.o.stableUptime && !killedFromOutside(c) && w.flapped(c, up) {
 			return
 		}
 		if c = w.restart(); c == nil {
 			return
 		}
 	}
+}
+
+// killedFromOutside reports whether c died of a SIGKILL the pool did not
+// send (an operator, a chaos test, the OOM killer): not the runner's own
+// failure, so not a flap. The pool's own kills record their cause (hang,
+// protocol, gate) first.
+func killedFromOutside(c *conn) bool {
+	kind, cause := c.causeOf()
+	return kind == "signal" && cause == "signal "+syscall.SIGKILL.String()
 }
 
 // flapped counts a runner that died within the stable uptime of serving as

@@ -296,7 +296,7 @@ func TestStableRunnerResetsFailures(t *testing.T) {
 	for i := 0; i < 5; i++ { // more deaths than MaxRestarts, each after a stable run
 		pid := p.Supervision().Runners[0].PID
 		time.Sleep(400 * time.Millisecond)
-		require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+		require.NoError(t, syscall.Kill(pid, syscall.SIGSEGV)) // a crash: exit status 2
 		deadline := time.Now().Add(5 * time.Second)
 		for st := p.Supervision().Runners[0]; st.State != "ok" || st.PID == pid; st = p.Supervision().Runners[0] {
 			require.NotEqual(t, "failed", st.State)
@@ -359,4 +359,26 @@ func TestCloseKeepsLoanedSegmentMapped(t *testing.T) {
 	assert.Equal(t, maps0, memfdMaps(t), "unmapped once given back")
 	_, _, ok = p.PixelBuffer()
 	assert.False(t, ok, "no buffer from a closed pool")
+}
+
+// TestExternalKillIsNotAFlap: a runner SIGKILLed from outside (an operator,
+// a chaos test) soon after it started is restarted without counting a
+// failure: only the runner's own deaths (exit, crash, hang, protocol) are
+// flaps.
+func TestExternalKillIsNotAFlap(t *testing.T) {
+	p, err := openPool(t, "fake-ok", 1, runner.Options{MaxRestarts: 2, BackoffMin: 5 * time.Millisecond})
+	require.NoError(t, err)
+	defer p.Close()
+	for i := 0; i < 4; i++ {
+		pid := p.Supervision().Runners[0].PID
+		require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+		deadline := time.Now().Add(5 * time.Second)
+		for st := p.Supervision().Runners[0]; st.State != "ok" || st.PID == pid; st = p.Supervision().Runners[0] {
+			require.NotEqual(t, "failed", st.State)
+			require.True(t, time.Now().Before(deadline), "no restart: %+v", st)
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	assert.Equal(t, 0, p.Supervision().Runners[0].Failures)
+	assert.Equal(t, 4, p.Supervision().Runners[0].Restarts)
 }
