@@ -57,8 +57,9 @@ func (s *Server) deviceState() (state, reason string) {
 // device.Gated one it hands the backend the gate its devices must pass —
 // e's warm-up on that device alone, golden-checked — which SetGate runs on
 // every device now (so each runner warms up once, and readiness waits for
-// all of them) and on every restarted device before it serves again. e's
-// warm-up report is the first device's.
+// all of them) and on every restarted device before it serves again (with
+// the default embodiment's binding of that moment, not e's: a reload may
+// have replaced it). e's warm-up report is the first device's.
 func (s *Server) gateDevices(ctx context.Context, deps *Deps, e *entry) error {
 	g, ok := deps.Backend.(device.Gated)
 	if !ok {
@@ -72,8 +73,19 @@ func (s *Server) gateDevices(ctx context.Context, deps *Deps, e *entry) error {
 	gate := func(ctx context.Context, b device.Backend) error {
 		d := *deps
 		d.Backend = b
+		mu.Lock()
+		starting := start
+		mu.Unlock()
+		// A restarted device is gated with the default embodiment as it
+		// is served now: a reload may have replaced e (and closed its
+		// plugin) since start.
+		ge := e
+		if cur := s.defaultEntry(); !starting && cur != nil && cur.acquire() {
+			defer cur.release()
+			ge = cur
+		}
 		t0 := time.Now()
-		rep, err := s.warmupRuns(ctx, &d, e)
+		rep, err := s.warmupRuns(ctx, &d, ge)
 		if err != nil {
 			return err
 		}
@@ -82,7 +94,7 @@ func (s *Server) gateDevices(ctx context.Context, deps *Deps, e *entry) error {
 			first = rep
 		}
 		mu.Unlock()
-		s.log.Info("device gate passed", "embodiment", e.tag, "ms", time.Since(t0).Milliseconds())
+		s.log.Info("device gate passed", "embodiment", ge.tag, "plugin_version", ge.info.PluginVersion, "ms", time.Since(t0).Milliseconds())
 		return nil
 	}
 	err := g.SetGate(ctx, gate)

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -157,4 +158,45 @@ func TestStartWarmsEachDeviceOnce(t *testing.T) {
 	}
 	assert.Equal(t, runs, def.warm.Runs, "the warm-up report is recorded")
 	assert.Len(t, def.warm.LatencyMS, runs)
+}
+
+// keptGate is a gated backend that keeps its gate, so a test can run it
+// as the supervisor does on a restarted device.
+type keptGate struct {
+	*fakeBackend
+	mu   sync.Mutex
+	gate device.GateFunc
+}
+
+func (b *keptGate) SetGate(ctx context.Context, gate device.GateFunc) error {
+	b.mu.Lock()
+	b.gate = gate
+	b.mu.Unlock()
+	return gate(ctx, b.fakeBackend)
+}
+
+// TestRestartGateUsesReloadedDefault: after a reload replaced the default
+// embodiment's plugin (the old one closed), a restarted device is gated
+// with the binding served now; gating with the start-time one would fail on
+// its closed plugin and fail every restart.
+func TestRestartGateUsesReloadedDefault(t *testing.T) {
+	kg := &keptGate{fakeBackend: &fakeBackend{}}
+	f := newFixture(t, true, func(_ *config.Config, _ *Options, f *fixture) { f.deps.Backend = kg })
+	kg.mu.Lock()
+	gate := kg.gate
+	kg.mu.Unlock()
+	require.NotNil(t, gate, "start set the gate")
+
+	info := droidInfo
+	info.PluginVersion = "9.9.9"
+	b := droidBinding(t, &fakeEmbodiment{info: info}, f.enc)
+	b.SHA256 = "sha-droid-2"
+	f.catalog.put(droidInfo.Name, b)
+	_, err := f.srv.Reload(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, "9.9.9", f.srv.defaultEntry().info.PluginVersion)
+	// The start-time plugin is closed now: its calls fail.
+	f.emb.preErr = errors.New("plugin closed")
+
+	require.NoError(t, gate(context.Background(), kg.fakeBackend), "a restarted device is gated with the served default")
 }
