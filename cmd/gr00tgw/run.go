@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -25,6 +24,7 @@ import (
 	"github.com/gr00tgw/gr00tgw/device/cpu"
 	"github.com/gr00tgw/gr00tgw/gateway"
 	"github.com/gr00tgw/gr00tgw/gateway/adapt"
+	"github.com/gr00tgw/gr00tgw/internal/inputsdir"
 	"github.com/gr00tgw/gr00tgw/plugins"
 )
 
@@ -137,7 +137,7 @@ func runOffline(ctx context.Context, f runFlags) error {
 	tPre := time.Now()
 	switch {
 	case f.inputs != "":
-		if err := loadEncodedInputs(in, f.inputs); err != nil {
+		if err := inputsdir.Read(in, f.inputs); err != nil {
 			return err
 		}
 	case len(req.Images) == 0:
@@ -165,7 +165,7 @@ func runOffline(ctx context.Context, f runFlags) error {
 	// State: --state, else the request's raw state, else the inputs dir.
 	switch {
 	case f.state != "":
-		s, err := readFloat32s(f.state)
+		s, err := inputsdir.ReadFloat32s(f.state)
 		if err != nil {
 			return err
 		}
@@ -189,7 +189,7 @@ func runOffline(ctx context.Context, f runFlags) error {
 	// inputs dir's noise.npy, else seed 0.
 	switch {
 	case f.noise != "":
-		n, err := readFloat32s(f.noise)
+		n, err := inputsdir.ReadFloat32s(f.noise)
 		if err != nil {
 			return err
 		}
@@ -430,90 +430,6 @@ func processRequest(in *device.Inputs, weights, tag string, images map[string][]
 		return err
 	}
 	return nil
-}
-
-// loadEncodedInputs reads the encoded model inputs of a directory laid out
-// like the goldens' caseA.
-func loadEncodedInputs(in *device.Inputs, dir string) error {
-	rd := func(name string) (*npy.Array, error) { return npy.ReadFile(filepath.Join(dir, name+".npy")) }
-	pa, err := rd("pixel_values")
-	if err != nil {
-		return err
-	}
-	if len(pa.Shape) != 2 {
-		return fmt.Errorf("pixel_values: shape %v, want [rows, cols]", pa.Shape)
-	}
-	if in.PixelValues, err = pa.Float32s(); err != nil {
-		return fmt.Errorf("pixel_values: %w", err)
-	}
-	in.PixelRows, in.PixelCols = pa.Shape[0], pa.Shape[1]
-	ints := func(name string) ([]int32, error) {
-		a, err := rd(name)
-		if err != nil {
-			return nil, err
-		}
-		v, err := a.Int64s()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		out := make([]int32, len(v))
-		for i, x := range v {
-			if x < math.MinInt32 || x > math.MaxInt32 {
-				return nil, fmt.Errorf("%s[%d] = %d overflows int32", name, i, x)
-			}
-			out[i] = int32(x)
-		}
-		return out, nil
-	}
-	g, err := ints("image_grid_thw")
-	if err != nil {
-		return err
-	}
-	if len(g)%3 != 0 {
-		return fmt.Errorf("image_grid_thw: %d values, want [n, 3]", len(g))
-	}
-	for i := 0; i < len(g); i += 3 {
-		in.ImageGridTHW = append(in.ImageGridTHW, [3]int{int(g[i]), int(g[i+1]), int(g[i+2])})
-	}
-	if in.InputIDs, err = ints("input_ids"); err != nil {
-		return err
-	}
-	if in.AttentionMask, err = ints("attention_mask"); err != nil {
-		return err
-	}
-	if in.PositionIDs, err = ints("position_ids"); err != nil {
-		return err
-	}
-	if s, err := readFloat32s(filepath.Join(dir, "state_normalized.npy")); err == nil {
-		in.State = s
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	if n, err := readFloat32s(filepath.Join(dir, "noise.npy")); err == nil {
-		in.Noise = n
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	return nil
-}
-
-func readFloat32s(path string) ([]float32, error) {
-	a, err := npy.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	if a.DType == npy.Float64 {
-		v, err := a.Float64s()
-		if err != nil {
-			return nil, err
-		}
-		out := make([]float32, len(v))
-		for i, x := range v {
-			out[i] = float32(x)
-		}
-		return out, nil
-	}
-	return a.Float32s()
 }
 
 // resolveEmbodiment is the embodiment `run` serves, from --embodiment

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gr00tgw/gr00tgw/internal/inputsdir"
 	"github.com/gr00tgw/gr00tgw/plugins/plugintest"
 )
 
@@ -22,7 +23,7 @@ const (
 
 func readGolden(t *testing.T, path string) []float32 {
 	t.Helper()
-	v, err := readFloat32s(path)
+	v, err := inputsdir.ReadFloat32s(path)
 	require.NoError(t, err)
 	return v
 }

@@ -5,14 +5,13 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/gr00tgw/gr00tgw/core/npy"
 	"github.com/gr00tgw/gr00tgw/device"
 	"github.com/gr00tgw/gr00tgw/device/cpu"
+	"github.com/gr00tgw/gr00tgw/internal/inputsdir"
 )
 
 // Stages are the names of one predict's stages, in order.
@@ -115,60 +114,15 @@ func RunStages(ctx context.Context, dir, inputsDir, policy string, reps int) (St
 var stageEnds = [...]string{"vision_merger", "backbone_features", "adapter_out"}
 
 // ReadInputs reads a directory of encoded model inputs (the layout of
-// testdata/n17-tiny/caseA) for embodiment slot 24.
+// testdata/n17-tiny/caseA, state_normalized and noise required: the torch
+// side reads the same noise) for embodiment slot 24.
 func ReadInputs(dir string) (*device.Inputs, error) {
 	in := &device.Inputs{EmbodimentID: 24}
-	rd := func(name string) (*npy.Array, error) { return npy.ReadFile(filepath.Join(dir, name+".npy")) }
-	pa, err := rd("pixel_values")
-	if err != nil {
-		return nil, err
+	if err := inputsdir.Read(in, dir); err != nil {
+		return nil, fmt.Errorf("benchmodel: %w", err)
 	}
-	if len(pa.Shape) != 2 {
-		return nil, fmt.Errorf("benchmodel: pixel_values: shape %v, want [rows, cols]", pa.Shape)
-	}
-	if in.PixelValues, err = pa.Float32s(); err != nil {
-		return nil, err
-	}
-	in.PixelRows, in.PixelCols = pa.Shape[0], pa.Shape[1]
-	ints := func(name string) ([]int32, error) {
-		a, err := rd(name)
-		if err != nil {
-			return nil, err
-		}
-		v, err := a.Int64s()
-		if err != nil {
-			return nil, fmt.Errorf("benchmodel: %s: %w", name, err)
-		}
-		out := make([]int32, len(v))
-		for i, x := range v {
-			out[i] = int32(x)
-		}
-		return out, nil
-	}
-	g, err := ints("image_grid_thw")
-	if err != nil {
-		return nil, err
-	}
-	for i := 0; i+2 < len(g); i += 3 {
-		in.ImageGridTHW = append(in.ImageGridTHW, [3]int{int(g[i]), int(g[i+1]), int(g[i+2])})
-	}
-	if in.InputIDs, err = ints("input_ids"); err != nil {
-		return nil, err
-	}
-	if in.AttentionMask, err = ints("attention_mask"); err != nil {
-		return nil, err
-	}
-	if in.PositionIDs, err = ints("position_ids"); err != nil {
-		return nil, err
-	}
-	for name, dst := range map[string]*[]float32{"state_normalized": &in.State, "noise": &in.Noise} {
-		a, err := rd(name)
-		if err != nil {
-			return nil, err
-		}
-		if *dst, err = a.Float32s(); err != nil {
-			return nil, fmt.Errorf("benchmodel: %s: %w", name, err)
-		}
+	if in.State == nil || in.Noise == nil {
+		return nil, fmt.Errorf("benchmodel: %s needs state_normalized.npy and noise.npy", dir)
 	}
 	return in, nil
 }
