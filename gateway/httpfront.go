@@ -62,23 +62,11 @@ func (s *Server) PredictHandler(fe HTTPFrontEnd) fiber.Handler {
 				return err
 			}
 		}
-		if st := s.state.Load(); st != stateReady {
-			return notReady(st)
+		ctx, gone, release, err := s.admitHTTP(c)
+		if err != nil {
+			return err
 		}
-		if n := int64(c.Request().Header.ContentLength()); n > int64(s.cfg.MaxBodyBytes) {
-			return s.errBodyTooLarge(n)
-		}
-		if ok, aerr := s.admit(); !ok {
-			if aerr != nil {
-				return s.queueFull()
-			}
-			return notReady(s.state.Load())
-		}
-		defer s.done()
-		ctx, cancel := context.WithTimeout(c.UserContext(), s.requestDeadline(c))
-		defer cancel()
-		ctx, gone := s.watchClient(ctx, c)
-		defer gone.stop()
+		defer release()
 
 		body, err := s.readBody(c)
 		if err != nil {

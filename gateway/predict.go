@@ -66,24 +66,11 @@ func (s *Server) predict(c *fiber.Ctx) (err error) {
 			s.drainBody(c)
 		}
 	}()
-	if st := s.state.Load(); st != stateReady {
-		return notReady(st)
+	ctx, gone, release, err := s.admitHTTP(c)
+	if err != nil {
+		return err
 	}
-	if n := int64(c.Request().Header.ContentLength()); n > int64(s.cfg.MaxBodyBytes) {
-		return s.errBodyTooLarge(n)
-	}
-	if ok, err := s.admit(); !ok {
-		if err != nil {
-			return s.queueFull()
-		}
-		return notReady(s.state.Load())
-	}
-	defer s.done()
-
-	ctx, cancel := context.WithTimeout(c.UserContext(), s.requestDeadline(c))
-	defer cancel()
-	ctx, gone := s.watchClient(ctx, c)
-	defer gone.stop()
+	defer release()
 
 	reqMsgpack := isMsgpack(c.Get(fiber.HeaderContentType))
 	var r *Request
@@ -479,4 +466,28 @@ func reshapeActions(acts map[string][]float32, groups []Group, horizon int) (map
 		out[g.Key] = rows(buf, horizon, g.Dim, 0, g.Dim)
 	}
 	return out, nil
+}
+
+// admitHTTP is the admission of every HTTP predict route, before its body
+// is read: 503 while not ready or past queue_depth, 413 from a
+// Content-Length over max_body_bytes; then the request's deadline
+// (requestDeadline) and the client-disconnect watch on its context.
+// release (run once the answer is decided) stops the watch, cancels the
+// context and frees the queue slot.
+func (s *Server) admitHTTP(c *fiber.Ctx) (ctx context.Context, gone *clientWatch, release func(), err error) {
+	if st := s.state.Load(); st != stateReady {
+		return nil, nil, nil, notReady(st)
+	}
+	if n := int64(c.Request().Header.ContentLength()); n > int64(s.cfg.MaxBodyBytes) {
+		return nil, nil, nil, s.errBodyTooLarge(n)
+	}
+	if ok, aerr := s.admit(); !ok {
+		if aerr != nil {
+			return nil, nil, nil, s.queueFull()
+		}
+		return nil, nil, nil, notReady(s.state.Load())
+	}
+	ctx, cancel := context.WithTimeout(c.UserContext(), s.requestDeadline(c))
+	ctx, gone = s.watchClient(ctx, c)
+	return ctx, gone, func() { gone.stop(); cancel(); s.done() }, nil
 }
