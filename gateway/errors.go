@@ -83,13 +83,21 @@ func (e *HandlerError) Error() string {
 // Unwrap returns the cause.
 func (e *HandlerError) Unwrap() error { return e.Err }
 
-func schemaError(field, format string, args ...any) *HandlerError {
+// SchemaError is a 422 (code schema) naming field: the body has the wrong
+// shape (a wrong type, an unknown or missing field). Front ends use it for
+// their own wire formats, so every protocol reports alike.
+func SchemaError(field, format string, args ...any) *HandlerError {
 	return &HandlerError{Status: http.StatusUnprocessableEntity, Code: CodeSchema, Field: field, Err: fmt.Errorf(format, args...)}
 }
 
-func invalid(field, format string, args ...any) *HandlerError {
+// Invalid is a 400 (code invalid) naming field: a value violates the
+// contract (a dtype, shape, range or unknown tag).
+func Invalid(field, format string, args ...any) *HandlerError {
 	return &HandlerError{Status: http.StatusBadRequest, Code: CodeInvalid, Field: field, Err: fmt.Errorf(format, args...)}
 }
+
+// schemaError and invalid are the package's short names for them.
+var schemaError, invalid = SchemaError, Invalid
 
 // errorBody is the JSON error shape: {"error", "code", "field"}, plus
 // "detail" (the same message) so clients of the reference FastAPI server,

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -64,13 +63,8 @@ type Output struct {
 	Binary *bool
 }
 
-func invalid(field, format string, args ...any) *gateway.HandlerError {
-	return &gateway.HandlerError{Status: http.StatusBadRequest, Code: gateway.CodeInvalid, Field: field, Err: fmt.Errorf(format, args...)}
-}
-
-func schema(field, format string, args ...any) *gateway.HandlerError {
-	return &gateway.HandlerError{Status: http.StatusUnprocessableEntity, Code: gateway.CodeSchema, Field: field, Err: fmt.Errorf(format, args...)}
-}
+// invalid (400) and schema (422) name the failing field, as /predict does.
+var invalid, schema = gateway.Invalid, gateway.SchemaError
 
 type wireRequest struct {
 	ID           *string                    `json:"id"`

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,13 +27,8 @@ const (
 	KeySeed = "seed"
 )
 
-func invalid(field, format string, args ...any) *gateway.HandlerError {
-	return &gateway.HandlerError{Status: http.StatusBadRequest, Code: gateway.CodeInvalid, Field: field, Err: fmt.Errorf(format, args...)}
-}
-
-func schema(field, format string, args ...any) *gateway.HandlerError {
-	return &gateway.HandlerError{Status: http.StatusUnprocessableEntity, Code: gateway.CodeSchema, Field: field, Err: fmt.Errorf(format, args...)}
-}
+// invalid (400) and schema (422) name the failing field, as /predict does.
+var invalid, schema = gateway.Invalid, gateway.SchemaError
 
 // mapObservation decodes one observation frame into a gateway request for
 // the contract its embodiment key selects.

@@ -3,7 +3,6 @@ package zmq
 import (
 	"fmt"
 	"math"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -57,13 +56,8 @@ type options struct {
 	seed       *uint64
 }
 
-func invalid(field, format string, args ...any) *gateway.HandlerError {
-	return &gateway.HandlerError{Status: http.StatusBadRequest, Code: gateway.CodeInvalid, Field: field, Err: fmt.Errorf(format, args...)}
-}
-
-func schema(field, format string, args ...any) *gateway.HandlerError {
-	return &gateway.HandlerError{Status: http.StatusUnprocessableEntity, Code: gateway.CodeSchema, Field: field, Err: fmt.Errorf(format, args...)}
-}
+// invalid (400) and schema (422) name the failing field, as /predict does.
+var invalid, schema = gateway.Invalid, gateway.SchemaError
 
 func parseOptions(v any, field string) (options, error) {
 	var o options
