@@ -435,6 +435,13 @@ func TestE2EGolden(t *testing.T) {
 	out := runTool(t, bin, "golden", "--weights-dir", ck, "--plugins-dir", pdir, "--golden-dir", goldens, "--plugin-cache-dir", "-")
 	assert.Contains(t, out, "ok   oxe_droid_relative_eef_relative_joint")
 	assert.Contains(t, out, "ok   libero_sim")
+	// Computed once: a second run keeps the current goldens; --force
+	// recomputes them.
+	out = runTool(t, bin, "golden", "--weights-dir", ck, "--plugins-dir", pdir, "--golden-dir", goldens, "--plugin-cache-dir", "-")
+	assert.Contains(t, out, "kept oxe_droid_relative_eef_relative_joint")
+	assert.Contains(t, out, "kept libero_sim")
+	out = runTool(t, bin, "golden", "--weights-dir", ck, "--plugins-dir", pdir, "--golden-dir", goldens, "--plugin-cache-dir", "-", "--force")
+	assert.Contains(t, out, "ok   libero_sim")
 
 	g := startGateway(t, bin, pdir, "--weights-dir", ck, "--golden-dir", goldens, "--policy", "mixed_dit")
 	waitServed(t, g, liberoTag)

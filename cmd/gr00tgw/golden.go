@@ -46,6 +46,7 @@ func runGolden(ctx context.Context, args []string) error {
 			"`serve` then gates each embodiment's warm-up against it (any policy, any backend) when the\n"+
 			"checkpoint ships no golden of its own.")
 	file := configFlags(fs)
+	force := fs.Bool("force", false, "recompute goldens that are already current (same checkpoint digest, plugin, version and demo request)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -101,6 +102,15 @@ func runGolden(ctx context.Context, args []string) error {
 			continue
 		}
 		dir := filepath.Join(out, digest, e.Name)
+		if !*force {
+			if ok, err := goldenCurrent(srv, e.Name, e.Plugin, e.PluginVersion, digest, dir); err != nil {
+				return fmt.Errorf("embodiment %s: %w", e.Name, err)
+			} else if ok {
+				fmt.Printf("kept %s (plugin %s %s): %s is current (--force recomputes)\n", e.Name, e.Plugin, e.PluginVersion, dir)
+				wrote++
+				continue
+			}
+		}
 		if err := writeGolden(srv, e.Name, e.Plugin, e.PluginVersion, digest, dir); err != nil {
 			return fmt.Errorf("embodiment %s: %w", e.Name, err)
 		}
@@ -111,6 +121,35 @@ func runGolden(ctx context.Context, args []string) error {
 		return fmt.Errorf("no embodiment served")
 	}
 	return nil
+}
+
+// goldenCurrent reports whether dir already holds tag's golden for this
+// checkpoint digest, plugin and version, computed from the demo request
+// srv serves now: computed once, a golden is kept (the predictions are the
+// cost: ~20 s each at real size).
+func goldenCurrent(srv *gateway.Server, tag, plugin, version, digest, dir string) (bool, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "actions.json"))
+	if os.IsNotExist(err) {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	var g goldenFile
+	if json.Unmarshal(b, &g) != nil || g.CheckpointSHA256 != digest || g.Embodiment != tag ||
+		g.Plugin != plugin || g.PluginVersion != version || len(g.Actions) == 0 {
+		return false, nil
+	}
+	req, err := os.ReadFile(filepath.Join(dir, "request.json"))
+	if err != nil {
+		return false, nil
+	}
+	var demo struct {
+		Request json.RawMessage `json:"request"`
+	}
+	if err := getJSON(srv, "/demo?embodiment="+tag, &demo); err != nil {
+		return false, err
+	}
+	return bytes.Equal(req, demo.Request), nil
 }
 
 // writeGolden runs tag's demo twice through srv and writes the golden.
