@@ -16,7 +16,7 @@
 // WORDs with the instruction, in GNU operand order (destination first), in
 // a comment; check them with
 //
-//	GOARCH=arm64 go test -c -o /tmp/t.test . && go tool objdump -gnu -s NEON /tmp/t.test
+//	GOARCH=arm64 go test -c -o t.test . && go tool objdump -gnu -s NEON t.test
 package main
 
 import (
