@@ -168,7 +168,9 @@ func (at *Attention) Run(a *AttentionArgs) {
 		w := &at.work[i]
 		grow(&w.qa, attnChunkRows*a.HeadDim)
 		grow(&w.s, attnChunkRows*nkPad)
-		grow(&w.pa, attnChunkRows*a.NK)
+		if !kernelRowsA {
+			grow(&w.pa, attnChunkRows*a.NK)
+		}
 		grow(&w.o, attnChunkRows*hdPad)
 		grow(&w.inv, attnChunkRows)
 	}
@@ -245,18 +247,9 @@ func (ar *attnRows) run(part, worker int) {
 
 	// Pack the scaled queries: qa[ir][d][r].
 	qa := w.qa[:rp*hd*mr]
-	for r := 0; r < rp*mr; r++ {
-		dst := qa[(r/mr)*hd*mr+r%mr:]
-		if r >= rows {
-			for d := 0; d < hd; d++ {
-				dst[d*mr] = 0
-			}
-			continue
-		}
-		q := a.Q[(i0+r)*a.QStride+a.QOff+h*hd:][:hd]
-		for d, v := range q {
-			dst[d*mr] = v * a.Scale
-		}
+	for ir := 0; ir < rp; ir++ {
+		r0 := ir * mr
+		interleave(qa[ir*hd*mr:(ir+1)*hd*mr], a.Q[(i0+r0)*a.QStride+a.QOff+h*hd:], a.QStride, min(mr, rows-r0), mr, hd, a.Scale)
 	}
 
 	// Scores: s[r][j] for the chunk's rows and nkPad keys.
@@ -269,16 +262,23 @@ func (ar *attnRows) run(part, worker int) {
 	}
 
 	// Softmax per row, in place; inv[r] = 1/Σ (0 when no key is visible).
+	// A row runs its exp over the keys it sees rounded up to 16 (the
+	// vector kernels' block), not all nkPad: the keys past that are
+	// zeros in the sum (exp(−Inf) = +0 added to a lane leaves its bits),
+	// so the causal rows skip the exp of their hidden keys, bit for bit.
 	neg := float32(math.Inf(-1))
 	inv := w.inv[:rows]
 	for r := 0; r < rows; r++ {
 		i := i0 + r
-		row := s[r*nkPad : (r+1)*nkPad]
 		lim := nkEff
 		if a.Causal {
 			lim = min(lim, i+a.NK-a.NQ+1)
 		}
-		for j := max(lim, 0); j < nkPad; j++ {
+		lim = max(lim, 0)
+		m := min((lim+15)&^15, nkPad)
+		row := s[r*nkPad : r*nkPad+m]
+		clear(s[r*nkPad+m : r*nkPad+max(m, nkEff)])
+		for j := lim; j < m; j++ {
 			row[j] = neg
 		}
 		if a.KeyMask != nil {
@@ -292,17 +292,14 @@ func (ar *attnRows) run(part, worker int) {
 	}
 
 	// Pack the probabilities (first nkEff keys): pa[ir][j][r].
-	pa := w.pa[:rp*nkEff*mr]
-	for r := 0; r < rp*mr; r++ {
-		dst := pa[(r/mr)*nkEff*mr+r%mr:]
-		if r >= rows {
-			for j := 0; j < nkEff; j++ {
-				dst[j*mr] = 0
-			}
-			continue
-		}
-		for j, v := range s[r*nkPad : r*nkPad+nkEff] {
-			dst[j*mr] = v
+	// Where the level has an in-place-A kernel (amd64), the output GEMM
+	// reads them from s directly (the same bits) and nothing is packed.
+	var pa []float32
+	if !kernelRowsA {
+		pa = w.pa[:rp*nkEff*mr]
+		for ir := 0; ir < rp; ir++ {
+			r0 := ir * mr
+			interleave(pa[ir*nkEff*mr:(ir+1)*nkEff*mr], s[r0*nkPad:], nkPad, min(mr, rows-r0), mr, nkEff, 1)
 		}
 	}
 
@@ -312,7 +309,11 @@ func (ar *attnRows) run(part, worker int) {
 	vp := at.vp[g*at.hdPanels*a.NK*nr:]
 	for dp := 0; dp < at.hdPanels; dp++ {
 		for ir := 0; ir < rp; ir++ {
-			callKernel(at.kind, &pa[ir*nkEff*mr], &vp[dp*a.NK*nr], &o[ir*mr*hdPad+dp*nr], hdPad, nkEff, 0, nil)
+			if kernelRowsA {
+				callKernelRows(at.kind, &s[ir*mr*nkPad], nkPad, &vp[dp*a.NK*nr], &o[ir*mr*hdPad+dp*nr], hdPad, nkEff)
+			} else {
+				callKernel(at.kind, &pa[ir*nkEff*mr], &vp[dp*a.NK*nr], &o[ir*mr*hdPad+dp*nr], hdPad, nkEff, 0, nil)
+			}
 		}
 	}
 	for r := 0; r < rows; r++ {
@@ -393,6 +394,46 @@ func (at *Attention) scalarRows(h, i0, i1 int, sc []float32) {
 		f := float32(1 / sum)
 		for d := range out {
 			out[d] *= f
+		}
+	}
+}
+
+// interleave packs rows ≤ w rows of src (row r at src[r*stride:], n
+// values each) column-interleaved into dst[:n*w], the layout of a
+// micro-kernel's A panel: dst[j*w+r] = scale·src[r*stride+j] for r < rows
+// and 0 for rows ≤ r < w. A scale of 1 copies the values exactly. The
+// six-row case (the amd64 micro-kernels' MR) is unrolled: it writes dst
+// in order, one 6-float group per column, where the general loop stores
+// with a stride of w.
+func interleave(dst, src []float32, stride, rows, w, n int, scale float32) {
+	dst = dst[:n*w]
+	if w == 6 && rows == 6 {
+		s0 := src[:n]
+		s1 := src[stride:][:len(s0)]
+		s2 := src[2*stride:][:len(s0)]
+		s3 := src[3*stride:][:len(s0)]
+		s4 := src[4*stride:][:len(s0)]
+		s5 := src[5*stride:][:len(s0)]
+		for j, v := range s0 {
+			e := dst[j*6 : j*6+6 : j*6+6]
+			e[0] = v * scale
+			e[1] = s1[j] * scale
+			e[2] = s2[j] * scale
+			e[3] = s3[j] * scale
+			e[4] = s4[j] * scale
+			e[5] = s5[j] * scale
+		}
+		return
+	}
+	for r := 0; r < w; r++ {
+		if r >= rows {
+			for j := 0; j < n; j++ {
+				dst[j*w+r] = 0
+			}
+			continue
+		}
+		for j, v := range src[r*stride:][:n] {
+			dst[j*w+r] = v * scale
 		}
 	}
 }

@@ -24,6 +24,16 @@ func kern6x64BF16AVX512(a *float32, b *uint16, c *float32, ldc, kc, mode int, bi
 //go:noescape
 func kern6x16BF16AVX2(a *float32, b *uint16, c *float32, ldc, kc, mode int, bias *float32)
 
+// kern6x64RowsAVX512 and kern6x16RowsAVX2 are the fp32 kernels (mode 0)
+// with A read in place: row r of the 6×kc A block at a[r*lda:], the same
+// operations in the same order as from a packed panel, so the same bits.
+//
+//go:noescape
+func kern6x64RowsAVX512(a *float32, lda int, b, c *float32, ldc, kc int)
+
+//go:noescape
+func kern6x16RowsAVX2(a *float32, lda int, b, c *float32, ldc, kc int)
+
 // widenBF16AVX512 and widenBF16AVX2 set dst[i] = float32 bits src[i]<<16
 // for n a multiple of 64 (32 for AVX2).
 //
@@ -56,6 +66,20 @@ func callKernel(kind kernelKind, a, b, c *float32, ldc, kc, mode int, bias *floa
 		return
 	}
 	kern6x16AVX2(a, b, c, ldc, kc, mode, bias)
+}
+
+// kernelRowsA reports that callKernelRows exists: every SIMD level here
+// (AVX-512, AVX2) has an in-place-A kernel.
+const kernelRowsA = true
+
+// callKernelRows stores the 6×NR tile of A·B (mode 0) with A read in
+// place, row r at a+r·lda floats, where callKernel reads a packed panel.
+func callKernelRows(kind kernelKind, a *float32, lda int, b, c *float32, ldc, kc int) {
+	if kind == kindAVX512 {
+		kern6x64RowsAVX512(a, lda, b, c, ldc, kc)
+		return
+	}
+	kern6x16RowsAVX2(a, lda, b, c, ldc, kc)
 }
 
 func callKernelBF16(kind kernelKind, a *float32, b *uint16, c *float32, ldc, kc, mode int, bias *float32) {

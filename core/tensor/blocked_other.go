@@ -6,6 +6,13 @@ func callKernel(kind kernelKind, a, b, c *float32, ldc, kc, mode int, bias *floa
 	panic("tensor: no SIMD micro-kernel on this architecture")
 }
 
+// kernelRowsA is false: no in-place-A kernel here, callers pack A.
+const kernelRowsA = false
+
+func callKernelRows(kind kernelKind, a *float32, lda int, b, c *float32, ldc, kc int) {
+	panic("tensor: no in-place-A micro-kernel on this architecture")
+}
+
 func callKernelBF16(kind kernelKind, a *float32, b *uint16, c *float32, ldc, kc, mode int, bias *float32) {
 	panic("tensor: no SIMD micro-kernel on this architecture")
 }

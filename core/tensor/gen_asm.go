@@ -28,6 +28,7 @@ type isa struct {
 	mr, nv int    // rows, vectors per row
 	zero   string // zeroing instruction
 	bf16   bool   // B panel holds bf16 (uint16) values, widened on load
+	rowsA  bool   // A is MR rows of a row-major matrix (stride lda), not a packed panel
 }
 
 // kernel emits
@@ -36,7 +37,14 @@ type isa struct {
 //
 // a: packed A micro-panel [kc][MR]; b: packed B micro-panel [kc][NR];
 // c: output tile, row stride ldc floats. mode 0 stores the products, 1 adds
-// them to c, 2 adds bias[0:NR] to them.
+// them to c, 2 adds bias[0:NR] to them. With rowsA it emits
+//
+//	func kern<MR>x<NR>Rows<name>(a *float32, lda int, b, c *float32, ldc, kc int)
+//
+// instead: A is read in place, row r at a[r*lda:], with the same loads in
+// the same order as from a packed panel (the same bits), and the products
+// are stored (mode 0). MR must be 6: the rows are addressed from two bases
+// (a, a+lda) with index scales 1, 2 and 4.
 func kernel(s isa) {
 	nr := s.nv * s.lanes
 	vb := s.lanes * 4 // bytes per vector
@@ -52,14 +60,45 @@ func kernel(s isa) {
 		bType = "*uint16"
 		eb = 2
 	}
-	fmt.Fprintf(&out, "\n// func %s(a *float32, b %s, c *float32, ldc, kc, mode int, bias *float32)\n", fn, bType)
-	fmt.Fprintf(&out, "TEXT ·%s(SB), NOSPLIT, $0-56\n", fn)
-	p("MOVQ a+0(FP), AX")
-	p("MOVQ b+8(FP), BX")
-	p("MOVQ c+16(FP), DI")
-	p("MOVQ ldc+24(FP), SI")
-	p("SHLQ $2, SI")
-	p("MOVQ kc+32(FP), CX")
+	aStep := s.mr * 4 // bytes of A per k
+	aAddr := func(u, r int) string { return fmt.Sprintf("%d(AX)", (u*s.mr+r)*4) }
+	if s.rowsA {
+		if s.mr != 6 || s.bf16 {
+			panic("rowsA needs MR 6 and fp32 B")
+		}
+		fn = fmt.Sprintf("kern%dx%dRows%s", s.mr, nr, s.name)
+		aStep = 4
+		aAddr = func(u, r int) string {
+			base := [...]string{"(AX)", "(R9)", "(AX)(R10*2)", "(R9)(R10*2)", "(AX)(R10*4)", "(R9)(R10*4)"}[r]
+			return fmt.Sprintf("%d%s", u*4, base)
+		}
+		fmt.Fprintf(&out, "\n// func %s(a *float32, lda int, b, c *float32, ldc, kc int)\n", fn)
+		fmt.Fprintf(&out, "TEXT ·%s(SB), NOSPLIT, $0-48\n", fn)
+		p("MOVQ a+0(FP), AX")
+		p("MOVQ lda+8(FP), R10")
+		p("SHLQ $2, R10")
+		p("LEAQ (AX)(R10*1), R9")
+		p("MOVQ b+16(FP), BX")
+		p("MOVQ c+24(FP), DI")
+		p("MOVQ ldc+32(FP), SI")
+		p("SHLQ $2, SI")
+		p("MOVQ kc+40(FP), CX")
+	} else {
+		fmt.Fprintf(&out, "\n// func %s(a *float32, b %s, c *float32, ldc, kc, mode int, bias *float32)\n", fn, bType)
+		fmt.Fprintf(&out, "TEXT ·%s(SB), NOSPLIT, $0-56\n", fn)
+		p("MOVQ a+0(FP), AX")
+		p("MOVQ b+8(FP), BX")
+		p("MOVQ c+16(FP), DI")
+		p("MOVQ ldc+24(FP), SI")
+		p("SHLQ $2, SI")
+		p("MOVQ kc+32(FP), CX")
+	}
+	advanceA := func(k int) {
+		p("ADDQ $%d, AX", k*aStep)
+		if s.rowsA {
+			p("ADDQ $%d, R9", k*aStep)
+		}
+	}
 	for r := 0; r < s.mr; r++ {
 		for v := 0; v < s.nv; v++ {
 			p("%s %s, %s, %s", s.zero, acc(r, v), acc(r, v), acc(r, v))
@@ -75,7 +114,7 @@ func kernel(s isa) {
 			}
 		}
 		for r := 0; r < s.mr; r++ {
-			p("VBROADCASTSS %d(AX), %s", (u*s.mr+r)*4, bcReg(r))
+			p("VBROADCASTSS %s, %s", aAddr(u, r), bcReg(r))
 			for v := 0; v < s.nv; v++ {
 				p("VFMADD231PS %s, %s, %s", bReg(v), bcReg(r), acc(r, v))
 			}
@@ -91,7 +130,7 @@ func kernel(s isa) {
 		step(u)
 	}
 	p("ADDQ $%d, BX", unroll*nr*eb)
-	p("ADDQ $%d, AX", unroll*s.mr*4)
+	advanceA(unroll)
 	p("SUBQ $%d, CX", unroll)
 	p("CMPQ CX, $%d", unroll)
 	p("JAE loop4")
@@ -101,15 +140,17 @@ func kernel(s isa) {
 	label("loop1")
 	step(0)
 	p("ADDQ $%d, BX", nr*eb)
-	p("ADDQ $%d, AX", s.mr*4)
+	advanceA(1)
 	p("DECQ CX")
 	p("JNZ loop1")
 	label("done")
-	p("MOVQ mode+40(FP), DX")
-	p("CMPQ DX, $1")
-	p("JEQ accum")
-	p("CMPQ DX, $2")
-	p("JEQ addbias")
+	if !s.rowsA {
+		p("MOVQ mode+40(FP), DX")
+		p("CMPQ DX, $1")
+		p("JEQ accum")
+		p("CMPQ DX, $2")
+		p("JEQ addbias")
+	}
 	store := func() {
 		for r := 0; r < s.mr; r++ {
 			for v := 0; v < s.nv; v++ {
@@ -121,6 +162,10 @@ func kernel(s isa) {
 		}
 		p("VZEROUPPER")
 		p("RET")
+	}
+	if s.rowsA {
+		store()
+		return
 	}
 	store()
 	label("accum")
@@ -861,6 +906,8 @@ func main() {
 	kernel(isa{name: "AVX2", reg: "Y", lanes: 8, mr: 6, nv: 2, zero: "VPXOR"})
 	kernel(isa{name: "AVX512", reg: "Z", lanes: 16, mr: 6, nv: 4, zero: "VPXORD", bf16: true})
 	kernel(isa{name: "AVX2", reg: "Y", lanes: 8, mr: 6, nv: 2, zero: "VPXOR", bf16: true})
+	kernel(isa{name: "AVX512", reg: "Z", lanes: 16, mr: 6, nv: 4, zero: "VPXORD", rowsA: true})
+	kernel(isa{name: "AVX2", reg: "Y", lanes: 8, mr: 6, nv: 2, zero: "VPXOR", rowsA: true})
 	widen("AVX512", "Z", 16)
 	widen("AVX2", "Y", 8)
 	peak("AVX512", "Z", 24)

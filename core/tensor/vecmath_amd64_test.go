@@ -4,6 +4,7 @@ package tensor
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -42,4 +43,37 @@ func TestExpShiftSumNormalAVX2(t *testing.T) {
 	mx, mn := rowMaxMinAVX2(&x[0], len(x))
 	require.Equal(t, rowMaxAVX2(&x[0], len(x)), mx)
 	require.Equal(t, float32(-86), mn)
+}
+
+// TestKernelRowsMatchesPacked checks the in-place-A kernels against the
+// packed ones at every vector level: A read from six rows of stride lda
+// must give the bits of A interleaved into a panel, for k below, at and
+// past the four-step unroll.
+func TestKernelRowsMatchesPacked(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 8))
+	for _, kind := range vecKinds() {
+		if kind == 0 {
+			continue
+		}
+		nr := 16
+		if kind == kindAVX512 {
+			nr = 64
+		}
+		for _, kc := range []int{1, 3, 4, 5, 8, 17, 448} {
+			lda := kc + 13
+			a := randSlice(r, 6*lda)
+			b := randSlice(r, kc*nr)
+			ldc := nr + 5
+			want, got := make([]float32, 6*ldc), make([]float32, 6*ldc)
+			pa := make([]float32, 6*kc)
+			interleave(pa, a, lda, 6, 6, kc, 1)
+			callKernel(kind, &pa[0], &b[0], &want[0], ldc, kc, 0, nil)
+			callKernelRows(kind, &a[0], lda, &b[0], &got[0], ldc, kc)
+			for i := range want {
+				if math.Float32bits(want[i]) != math.Float32bits(got[i]) {
+					t.Fatalf("kind %d kc %d: c[%d] = %g in place, %g packed", kind, kc, i, got[i], want[i])
+				}
+			}
+		}
+	}
 }
