@@ -129,7 +129,7 @@ bench-host:
 		go_ms=$$(awk '/^BenchmarkEncodeDROID/ {for (i=1;i<=NF;i++) if ($$(i+1)=="ns/op") print $$i/1e6}' build/bench-host-go.txt); \
 		py_ms=$$(awk '/^REQUEST_MS/ {print $$2}' build/bench-host-py.txt); \
 		awk -v g=$$go_ms -v p=$$py_ms 'BEGIN {printf "host_ratio go_ms=%.3f python_ms=%.3f ratio=%.1fx\n", g, p, p/g}'; \
-	else echo "python3-opencv/torch/PIL not installed: Go figures only (apt-get install python3-opencv python3-torch python3-pil)"; fi
+	else echo "python3-opencv/torch/PIL not installed: Go figures only (apt-get install python3-opencv python3-torch python3-pil libopenblas0-pthread)"; fi
 
 # GEMM shapes, a real-size ViT block, LLM layer and DiT step, then one whole
 # real-size predict stage by stage (vision, llm, adapter, denoise) with load

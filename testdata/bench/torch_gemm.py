@@ -25,6 +25,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "2")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch  # noqa: E402
+import torchinfo  # noqa: E402
 
 SHAPES = [  # name, m, n, k, rotate  (same as core/tensor/bench_test.go)
     # rotate: distinct weights cycled per call, so the weight-streaming DiT
@@ -46,13 +47,7 @@ def main():
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    print(f"# torch {torch.__version__} threads={torch.get_num_threads()} "
-          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}", flush=True)
-    # Show which BLAS library is really mapped (reference BLAS is ~50x slower).
-    torch.nn.functional.linear(torch.ones(8, 8), torch.ones(8, 8))
-    with open("/proc/self/maps") as f:
-        libs = sorted({l.split()[-1] for l in f if "blas" in l.lower() and "/" in l})
-    print(f"# blas: {' '.join(libs) or 'none mapped'}", flush=True)
+    torchinfo.report()
     for name, m, n, k, rotate in SHAPES:
         if args.only and args.only not in name:
             continue

@@ -47,6 +47,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+import torchinfo  # noqa: E402
 
 
 def timed(fn, reps, warm, threads, setup=None):
@@ -273,12 +274,7 @@ def main():
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    print(f"# torch {torch.__version__} threads={torch.get_num_threads()} "
-          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}", flush=True)
-    torch.nn.functional.linear(torch.ones(8, 8), torch.ones(8, 8))
-    with open("/proc/self/maps") as f:
-        libs = sorted({l.split()[-1] for l in f if "blas" in l.lower() and "/" in l})
-    print(f"# blas: {' '.join(libs) or 'none mapped'}", flush=True)
+    torchinfo.report()
     only = set(filter(None, args.only.split(",")))
     if not only or "vit" in only:
         vit(args)

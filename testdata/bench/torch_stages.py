@@ -59,6 +59,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+import torchinfo  # noqa: E402
 
 VP = "backbone.model.model.visual."
 LP = "backbone.model.model.language_model."
@@ -403,13 +404,7 @@ def main():
     ap.add_argument("--threads", type=int, default=int(os.environ["OMP_NUM_THREADS"]))
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    print(f"# torch {torch.__version__} threads={torch.get_num_threads()} "
-          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}",
-          flush=True)
-    torch.nn.functional.linear(torch.ones(8, 8), torch.ones(8, 8))
-    with open("/proc/self/maps") as f:
-        libs = sorted({ln.split()[-1] for ln in f if "blas" in ln.lower() and "/" in ln})
-    print(f"# blas: {' '.join(libs) or 'none mapped'}", flush=True)
+    torchinfo.report()
 
     c0, t0 = time.process_time(), time.perf_counter()
     cfg = Cfg(args.weights_dir)
