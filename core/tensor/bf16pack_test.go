@@ -84,3 +84,31 @@ func TestPackPanelsLayout(t *testing.T) {
 		require.Equal(t, want, got, "n=%d k=%d nr=%d (parallel %v)", n, k, nr, n*k >= packParallelMin)
 	}
 }
+
+// TestPackPanelsBF16 checks packPanels on bf16 bits (the four-row
+// transpose and its scalar edges) against the definition, for row counts
+// and column counts on and off multiples of 4 and of packKB.
+func TestPackPanelsBF16(t *testing.T) {
+	for _, nr := range []int{8, 16, 64} {
+		for _, c := range []struct{ n, k int }{{1, 1}, {3, 5}, {4, 4}, {7, 9}, {64, 64}, {67, 130}, {130, 67}} {
+			src := make([]uint16, c.n*c.k)
+			for i := range src {
+				src[i] = uint16(i*7919 + 1)
+			}
+			panels := (c.n + nr - 1) / nr
+			dst := make([]uint16, panels*c.k*nr)
+			packPanels(dst, src, c.n, c.k, nr)
+			for j := 0; j < panels*nr; j++ {
+				for p := 0; p < c.k; p++ {
+					want := uint16(0)
+					if j < c.n {
+						want = src[j*c.k+p]
+					}
+					if got := dst[((j/nr)*c.k+p)*nr+j%nr]; got != want {
+						t.Fatalf("nr %d n %d k %d: row %d col %d = %d, want %d", nr, c.n, c.k, j, p, got, want)
+					}
+				}
+			}
+		}
+	}
+}
