@@ -4,6 +4,7 @@ warning when it is not OpenBLAS (Debian's python3-torch runs on whichever
 libblas.so.3 alternative is installed; the reference BLAS is ~50-100x
 slower and makes every ratio meaningless)."""
 
+import ctypes
 import os
 
 import torch
@@ -19,3 +20,12 @@ def report():
     if not any("openblas" in lib for lib in libs):
         print("# WARNING: torch is not running on OpenBLAS (the reference BLAS is ~50-100x slower): "
               "apt-get install libopenblas0-pthread", flush=True)
+        return
+    # The kernels OpenBLAS chose for this CPU (OPENBLAS_CORETYPE overrides;
+    # 0.3.21 falls back on old ones for CPUs newer than it).
+    for lib in libs:
+        if "libopenblas" in lib:
+            name = ctypes.CDLL(lib).openblas_get_corename
+            name.restype = ctypes.c_char_p
+            print(f"# openblas core: {name().decode()} (OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE')}, "
+                  f"ATEN_CPU_CAPABILITY={os.environ.get('ATEN_CPU_CAPABILITY')})", flush=True)

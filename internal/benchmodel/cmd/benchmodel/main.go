@@ -32,6 +32,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gr00tgw/gr00tgw/core/tensor"
@@ -142,7 +143,9 @@ func run(reps int, gemm bool, python, only, kname string) error {
 	}
 	if gemm {
 		if haveTorch {
-			cmd := exec.Command(python, "testdata/bench/compare.py", "--count", "3", "--variants", "avx512,avx512-bf16")
+			v := tensor.Variants()[0].Name
+			cmd := exec.Command(python, "testdata/bench/compare.py", "--count", "3", "--variants", v+","+v+"-bf16")
+			cmd.Env = torchEnv(2)
 			cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 			if err := cmd.Run(); err != nil {
 				return fmt.Errorf("gemm comparison: %w", err)
@@ -287,6 +290,44 @@ func goDiT(k tensor.Kernels, reps int, threads float64, got map[string]result, f
 	return nil
 }
 
+// torchISA maps the Go side's vector level to the settings that put torch
+// and OpenBLAS on the same level: OpenBLAS 0.3.21 (Debian 12) does not
+// recognise newer CPUs and falls back on older kernels by itself (an
+// Emerald Rapids Xeon ran its SSE3 "Prescott" kernels, 46 GFLOP/s on the
+// DiT shape against 62 with Haswell's; a Zen 5 runs "Zen", AVX2), which
+// would compare Go's AVX-512 with torch's SSE3.
+var torchISA = map[string][2]string{
+	"avx512": {"SkylakeX", "avx512"},
+	"avx2":   {"Haswell", "avx2"},
+}
+
+// torchEnv is the environment of a torch reference run: threads OpenMP
+// threads, passive waits, and OPENBLAS_CORETYPE and ATEN_CPU_CAPABILITY
+// at the Go side's level (tensor.Variants()[0]) unless already set; what
+// it chose is printed once.
+func torchEnv(threads int) []string {
+	env := append(os.Environ(), "OMP_NUM_THREADS="+strconv.Itoa(threads), "OMP_WAIT_POLICY=PASSIVE")
+	isa, ok := torchISA[tensor.Variants()[0].Name]
+	if !ok {
+		return env
+	}
+	var set []string
+	for i, k := range []string{"OPENBLAS_CORETYPE", "ATEN_CPU_CAPABILITY"} {
+		if v, had := os.LookupEnv(k); had {
+			set = append(set, k+"="+v+" (caller's)")
+			continue
+		}
+		env = append(env, k+"="+isa[i])
+		set = append(set, k+"="+isa[i])
+	}
+	torchISAOnce.Do(func() {
+		fmt.Printf("# torch at the Go side's level %s: %s\n", tensor.Variants()[0].Name, strings.Join(set, " "))
+	})
+	return env
+}
+
+var torchISAOnce sync.Once
+
 func torchTimes(python string, reps int, only string) (map[string]result, error) {
 	script := filepath.Join("testdata", "bench", "torch_model.py")
 	if _, err := os.Stat(script); err != nil {
@@ -297,7 +338,7 @@ func torchTimes(python string, reps int, only string) (map[string]result, error)
 		args = append(args, "--only", only)
 	}
 	cmd := exec.Command(python, args...)
-	cmd.Env = append(os.Environ(), "OMP_NUM_THREADS=2", "OMP_WAIT_POLICY=PASSIVE")
+	cmd.Env = torchEnv(2)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -138,7 +138,7 @@ func torchStages(python, ckpt, inputs, out string, reps int) (map[string]result,
 	script := filepath.Join("testdata", "bench", "torch_stages.py")
 	cmd := exec.Command(python, "-W", "ignore", script, "--weights-dir", ckpt, "--inputs", inputs,
 		"--reps", strconv.Itoa(reps), "--out", out)
-	cmd.Env = append(os.Environ(), "OMP_NUM_THREADS="+strconv.Itoa(runtime.GOMAXPROCS(0)), "OMP_WAIT_POLICY=PASSIVE")
+	cmd.Env = torchEnv(runtime.GOMAXPROCS(0))
 	cmd.Stderr = os.Stderr
 	pipe, err := cmd.StdoutPipe()
 	if err != nil {
