@@ -249,7 +249,10 @@ func (ar *attnRows) run(part, worker int) {
 	qa := w.qa[:rp*hd*mr]
 	for ir := 0; ir < rp; ir++ {
 		r0 := ir * mr
-		interleave(qa[ir*hd*mr:(ir+1)*hd*mr], a.Q[(i0+r0)*a.QStride+a.QOff+h*hd:], a.QStride, min(mr, rows-r0), mr, hd, a.Scale)
+		interleave(qa[ir*hd*mr:(ir+1)*hd*mr], a.Q[(i0+r0)*a.QStride+a.QOff+h*hd:], a.QStride, min(mr, rows-r0), mr, hd)
+	}
+	for i := range qa {
+		qa[i] *= a.Scale
 	}
 
 	// Scores: s[r][j] for the chunk's rows and nkPad keys.
@@ -299,7 +302,7 @@ func (ar *attnRows) run(part, worker int) {
 		pa = w.pa[:rp*nkEff*mr]
 		for ir := 0; ir < rp; ir++ {
 			r0 := ir * mr
-			interleave(pa[ir*nkEff*mr:(ir+1)*nkEff*mr], s[r0*nkPad:], nkPad, min(mr, rows-r0), mr, nkEff, 1)
+			interleave(pa[ir*nkEff*mr:(ir+1)*nkEff*mr], s[r0*nkPad:], nkPad, min(mr, rows-r0), mr, nkEff)
 		}
 	}
 
@@ -400,12 +403,13 @@ func (at *Attention) scalarRows(h, i0, i1 int, sc []float32) {
 
 // interleave packs rows ≤ w rows of src (row r at src[r*stride:], n
 // values each) column-interleaved into dst[:n*w], the layout of a
-// micro-kernel's A panel: dst[j*w+r] = scale·src[r*stride+j] for r < rows
-// and 0 for rows ≤ r < w. A scale of 1 copies the values exactly. The
-// six-row case (the amd64 micro-kernels' MR) is unrolled: it writes dst
-// in order, one 6-float group per column, where the general loop stores
-// with a stride of w.
-func interleave(dst, src []float32, stride, rows, w, n int, scale float32) {
+// micro-kernel's A panel: dst[j*w+r] = src[r*stride+j] for r < rows and 0
+// for rows ≤ r < w. The six-row case (the amd64 micro-kernels' MR) is
+// unrolled: it writes dst in order, one 6-float group per column, where
+// the general loop stores with a stride of w. It packs GEMM activations
+// (packPhase) and attention's queries and, without an in-place kernel,
+// probabilities.
+func interleave(dst, src []float32, stride, rows, w, n int) {
 	dst = dst[:n*w]
 	if w == 6 && rows == 6 {
 		s0 := src[:n]
@@ -416,12 +420,8 @@ func interleave(dst, src []float32, stride, rows, w, n int, scale float32) {
 		s5 := src[5*stride:][:len(s0)]
 		for j, v := range s0 {
 			e := dst[j*6 : j*6+6 : j*6+6]
-			e[0] = v * scale
-			e[1] = s1[j] * scale
-			e[2] = s2[j] * scale
-			e[3] = s3[j] * scale
-			e[4] = s4[j] * scale
-			e[5] = s5[j] * scale
+			e[0], e[1], e[2] = v, s1[j], s2[j]
+			e[3], e[4], e[5] = s3[j], s4[j], s5[j]
 		}
 		return
 	}
@@ -433,7 +433,7 @@ func interleave(dst, src []float32, stride, rows, w, n int, scale float32) {
 			continue
 		}
 		for j, v := range src[r*stride:][:n] {
-			dst[j*w+r] = v * scale
+			dst[j*w+r] = v
 		}
 	}
 }

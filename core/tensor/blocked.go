@@ -180,7 +180,7 @@ func (j *packJob[T]) run(part, _ int) {
 		blk := panel[p0*nr : p1*nr]
 		c0 := 0
 		if isBF16 && littleEndian && nr%4 == 0 {
-			c0 = h.transpose4(any(blk).([]uint16), j0, rows, p0, p1)
+			c0 = transpose4(h, any(blk).([]uint16), j0, rows, p0, p1)
 		}
 		for c := c0; c < rows; c++ {
 			for i, v := range j.src[(j0+c)*k+p0 : (j0+c)*k+p1] {
@@ -198,9 +198,8 @@ func (j *packJob[T]) run(part, _ int) {
 // row it did not move (rows rounded down to 4; the caller moves the rest)
 // and moves the columns past the last multiple of 4 itself. Little-endian
 // only: lane 0 is the low 16 bits.
-func (j *packJob[T]) transpose4(blk []uint16, j0, rows, p0, p1 int) int {
-	h := any(j).(*packJob[uint16])
-	nr, k := j.nr, j.k
+func transpose4(h *packJob[uint16], blk []uint16, j0, rows, p0, p1 int) int {
+	nr, k := h.nr, h.k
 	const lo16, lo32 = 0x0000ffff0000ffff, 0x00000000ffffffff
 	w := p1 - p0
 	w4 := w &^ 3
@@ -302,8 +301,9 @@ func (bk *blockedKernels) MatMul(y, x []float32, m int, w Packed, bias []float32
 	bk.MatMulAct(y, x, m, w, bias, ActNone)
 }
 
-// MatMulAct is MatMul followed by act, applied to each output tile right
-// after its last k block, while it is in L1.
+// MatMulAct is MatMul followed by act, applied to each row of a work
+// item (up to blockNCMax columns) right after the item's last k block,
+// while it is in cache.
 func (bk *blockedKernels) MatMulAct(y, x []float32, m int, w Packed, bias []float32, act Activation) {
 	// Any variant with the same micro-kernel may run a weight (e.g. packed
 	// by DefaultBF16Weights, multiplied through Default): the panel layout
@@ -367,32 +367,8 @@ type packPhase gemmState
 func (ph *packPhase) run(part, worker int) {
 	st := (*gemmState)(ph)
 	mr, k := st.bk.mr, st.w.k
-	dst := st.a[part*k*mr : (part+1)*k*mr]
-	if i0 := part * mr; mr == 6 && i0+6 <= st.m {
-		// Full panel: read the six rows in step, write dst sequentially.
-		x := st.x[i0*k : (i0+6)*k]
-		x0, x1, x2 := x[0:k], x[k:2*k], x[2*k:3*k]
-		x3, x4, x5 := x[3*k:4*k], x[4*k:5*k], x[5*k:6*k]
-		for kk := range x0 {
-			d := dst[kk*6 : kk*6+6 : kk*6+6]
-			d[0], d[1], d[2] = x0[kk], x1[kk], x2[kk]
-			d[3], d[4], d[5] = x3[kk], x4[kk], x5[kk]
-		}
-		return
-	}
-	for r := 0; r < mr; r++ {
-		i := part*mr + r
-		if i >= st.m {
-			for kk := 0; kk < k; kk++ {
-				dst[kk*mr+r] = 0
-			}
-			continue
-		}
-		row := st.x[i*k : i*k+k]
-		for kk, v := range row {
-			dst[kk*mr+r] = v
-		}
-	}
+	i0 := part * mr
+	interleave(st.a[part*k*mr:(part+1)*k*mr], st.x[i0*k:], k, min(mr, st.m-i0), mr, k)
 }
 
 // gemmPhase computes one (row block, column chunk) item of y per part.

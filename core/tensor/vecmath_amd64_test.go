@@ -66,7 +66,7 @@ func TestKernelRowsMatchesPacked(t *testing.T) {
 			ldc := nr + 5
 			want, got := make([]float32, 6*ldc), make([]float32, 6*ldc)
 			pa := make([]float32, 6*kc)
-			interleave(pa, a, lda, 6, 6, kc, 1)
+			interleave(pa, a, lda, 6, 6, kc)
 			callKernel(kind, &pa[0], &b[0], &want[0], ldc, kc, 0, nil)
 			callKernelRows(kind, &a[0], lda, &b[0], &got[0], ldc, kc)
 			for i := range want {
