@@ -89,10 +89,14 @@ var rgbPick = func() (t [3][64]byte) {
 
 // patchifyFast writes one pixel_values row like patchify16x2 with a SIMD
 // kernel; it reports false (nothing written) when the inputs are too short.
-// Stores are ordinary (cached): a reused
-// pixel_values buffer stays in the last-level cache between requests, and
-// when it does not they cost the same as streaming stores
-// (BenchmarkPatchifyKernels).
+// The AVX2 kernel streams its stores (VMOVNTPS) when out is 32-byte
+// aligned, as a pixel_values buffer from make is: the 11 MB of a DROID
+// request are written once and read once by the vision stage, and in
+// serving the model's weights evict them between requests. On a Zen 3 VM
+// (EPYC, AVX2) the four frames took 2.1–2.4 ms cold and 1.3–1.5 hot with
+// cached stores, 1.4–1.6 and 1.3–1.5 streaming (BenchmarkPatchifyKernels,
+// one thread); unaligned rows store cached. The AVX-512 and SSE kernels
+// store cached: where they were measured the two cost the same.
 func patchifyFast(out []float32, pix []uint8, stride int, lut *NormLUT) bool {
 	if forceScalar || len(out) < 3*2*256 || len(pix) < 15*stride+48 {
 		return false

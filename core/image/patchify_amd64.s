@@ -114,23 +114,23 @@ row16:
 // NewNormLUT selects this form only after it reproduced every entry of the
 // LUT bit for bit on this CPU (normFMAExact). DCHAN divides (VDIVPS), as
 // the AVX-512 kernel does.
-#define FCHAN(mask, sh, s, m, r, d) \
+#define FCHAN(mask, sh, s, m, r, d, st) \
 	VPSHUFB mask(R8), sh, Y1 \
 	VCVTDQ2PS Y1, Y1 \
 	VSUBPS s, Y1, Y1 \
 	VMULPS r, Y1, Y2 \
 	VFNMADD231PS m, Y2, Y1 \
 	VFMADD231PS r, Y1, Y2 \
-	VMOVUPS Y2, d(R12) \
-	VMOVUPS Y2, 1024+d(R12)
+	st Y2, d(R12) \
+	st Y2, 1024+d(R12)
 
-#define DCHAN(mask, sh, s, m, r, d) \
+#define DCHAN(mask, sh, s, m, r, d, st) \
 	VPSHUFB mask(R8), sh, Y1 \
 	VCVTDQ2PS Y1, Y1 \
 	VSUBPS s, Y1, Y1 \
 	VDIVPS m, Y1, Y2 \
-	VMOVUPS Y2, d(R12) \
-	VMOVUPS Y2, 1024+d(R12)
+	st Y2, d(R12) \
+	st Y2, 1024+d(R12)
 
 // LOADROW loads the 48 bytes of one patch row at SI as Y3 = bytes 0–15 |
 // 12–27 (pixels 0–3 | 4–7 at the same offsets in both lanes) and Y4 =
@@ -146,7 +146,9 @@ row16:
 // One pixel_values row like patchify16x2, computing the normalisation
 // (bit-identical to the LUT: see FCHAN) with AVX2: per patch row two
 // 32-byte loads, six VPSHUFB deinterleaves into dwords (masks: channel c
-// pixels 0–7 at 32c, pixels 8–15 at 96+32c), 32-byte stores.
+// pixels 0–7 at 32c, pixels 8–15 at 96+32c), 32-byte stores: streaming
+// (VMOVNTPS, then SFENCE so that they are ordered before whatever follows
+// the call) when out is 32-byte aligned, cached otherwise.
 TEXT ·patchify16x2AVX2(SB), NOSPLIT, $0-57
 	MOVQ out+0(FP), R12
 	MOVQ pix+8(FP), SI
@@ -166,17 +168,24 @@ TEXT ·patchify16x2AVX2(SB), NOSPLIT, $0-57
 	VBROADCASTSS 8(R11), Y15
 	MOVQ $16, R14
 	MOVBLZX fma+56(FP), AX
+	TESTQ $31, R12
+	JNZ cached
+	TESTL AX, AX
+	JZ drownt
+	JMP frownt
+
+cached:
 	TESTL AX, AX
 	JZ drow
 
 frow:
 	LOADROW
-	FCHAN(0, Y3, Y7, Y10, Y13, 0)
-	FCHAN(96, Y4, Y7, Y10, Y13, 32)
-	FCHAN(32, Y3, Y8, Y11, Y14, 2048)
-	FCHAN(128, Y4, Y8, Y11, Y14, 2080)
-	FCHAN(64, Y3, Y9, Y12, Y15, 4096)
-	FCHAN(160, Y4, Y9, Y12, Y15, 4128)
+	FCHAN(0, Y3, Y7, Y10, Y13, 0, VMOVUPS)
+	FCHAN(96, Y4, Y7, Y10, Y13, 32, VMOVUPS)
+	FCHAN(32, Y3, Y8, Y11, Y14, 2048, VMOVUPS)
+	FCHAN(128, Y4, Y8, Y11, Y14, 2080, VMOVUPS)
+	FCHAN(64, Y3, Y9, Y12, Y15, 4096, VMOVUPS)
+	FCHAN(160, Y4, Y9, Y12, Y15, 4128, VMOVUPS)
 	ADDQ DX, SI
 	ADDQ $64, R12
 	DECQ R14
@@ -184,17 +193,48 @@ frow:
 	VZEROUPPER
 	RET
 
+frownt:
+	LOADROW
+	FCHAN(0, Y3, Y7, Y10, Y13, 0, VMOVNTPS)
+	FCHAN(96, Y4, Y7, Y10, Y13, 32, VMOVNTPS)
+	FCHAN(32, Y3, Y8, Y11, Y14, 2048, VMOVNTPS)
+	FCHAN(128, Y4, Y8, Y11, Y14, 2080, VMOVNTPS)
+	FCHAN(64, Y3, Y9, Y12, Y15, 4096, VMOVNTPS)
+	FCHAN(160, Y4, Y9, Y12, Y15, 4128, VMOVNTPS)
+	ADDQ DX, SI
+	ADDQ $64, R12
+	DECQ R14
+	JNZ frownt
+	SFENCE
+	VZEROUPPER
+	RET
+
 drow:
 	LOADROW
-	DCHAN(0, Y3, Y7, Y10, Y13, 0)
-	DCHAN(96, Y4, Y7, Y10, Y13, 32)
-	DCHAN(32, Y3, Y8, Y11, Y14, 2048)
-	DCHAN(128, Y4, Y8, Y11, Y14, 2080)
-	DCHAN(64, Y3, Y9, Y12, Y15, 4096)
-	DCHAN(160, Y4, Y9, Y12, Y15, 4128)
+	DCHAN(0, Y3, Y7, Y10, Y13, 0, VMOVUPS)
+	DCHAN(96, Y4, Y7, Y10, Y13, 32, VMOVUPS)
+	DCHAN(32, Y3, Y8, Y11, Y14, 2048, VMOVUPS)
+	DCHAN(128, Y4, Y8, Y11, Y14, 2080, VMOVUPS)
+	DCHAN(64, Y3, Y9, Y12, Y15, 4096, VMOVUPS)
+	DCHAN(160, Y4, Y9, Y12, Y15, 4128, VMOVUPS)
 	ADDQ DX, SI
 	ADDQ $64, R12
 	DECQ R14
 	JNZ drow
+	VZEROUPPER
+	RET
+drownt:
+	LOADROW
+	DCHAN(0, Y3, Y7, Y10, Y13, 0, VMOVNTPS)
+	DCHAN(96, Y4, Y7, Y10, Y13, 32, VMOVNTPS)
+	DCHAN(32, Y3, Y8, Y11, Y14, 2048, VMOVNTPS)
+	DCHAN(128, Y4, Y8, Y11, Y14, 2080, VMOVNTPS)
+	DCHAN(64, Y3, Y9, Y12, Y15, 4096, VMOVNTPS)
+	DCHAN(160, Y4, Y9, Y12, Y15, 4128, VMOVNTPS)
+	ADDQ DX, SI
+	ADDQ $64, R12
+	DECQ R14
+	JNZ drownt
+	SFENCE
 	VZEROUPPER
 	RET
