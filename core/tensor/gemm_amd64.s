@@ -1893,396 +1893,386 @@ DATA vconst<>+296(SB)/8, $0xb95e8083b95e8083
 DATA vconst<>+304(SB)/8, $0xb95e8083b95e8083
 DATA vconst<>+312(SB)/8, $0xb95e8083b95e8083
 
-// p0 = 0.00019875691
-DATA vconst<>+320(SB)/8, $0x3950696739506967
-DATA vconst<>+328(SB)/8, $0x3950696739506967
-DATA vconst<>+336(SB)/8, $0x3950696739506967
-DATA vconst<>+344(SB)/8, $0x3950696739506967
-DATA vconst<>+352(SB)/8, $0x3950696739506967
-DATA vconst<>+360(SB)/8, $0x3950696739506967
-DATA vconst<>+368(SB)/8, $0x3950696739506967
-DATA vconst<>+376(SB)/8, $0x3950696739506967
+// p1 = 0.0013811642
+DATA vconst<>+320(SB)/8, $0x3ab5082e3ab5082e
+DATA vconst<>+328(SB)/8, $0x3ab5082e3ab5082e
+DATA vconst<>+336(SB)/8, $0x3ab5082e3ab5082e
+DATA vconst<>+344(SB)/8, $0x3ab5082e3ab5082e
+DATA vconst<>+352(SB)/8, $0x3ab5082e3ab5082e
+DATA vconst<>+360(SB)/8, $0x3ab5082e3ab5082e
+DATA vconst<>+368(SB)/8, $0x3ab5082e3ab5082e
+DATA vconst<>+376(SB)/8, $0x3ab5082e3ab5082e
 
-// p1 = 0.0013981999
-DATA vconst<>+384(SB)/8, $0x3ab743ce3ab743ce
-DATA vconst<>+392(SB)/8, $0x3ab743ce3ab743ce
-DATA vconst<>+400(SB)/8, $0x3ab743ce3ab743ce
-DATA vconst<>+408(SB)/8, $0x3ab743ce3ab743ce
-DATA vconst<>+416(SB)/8, $0x3ab743ce3ab743ce
-DATA vconst<>+424(SB)/8, $0x3ab743ce3ab743ce
-DATA vconst<>+432(SB)/8, $0x3ab743ce3ab743ce
-DATA vconst<>+440(SB)/8, $0x3ab743ce3ab743ce
+// p2 = 0.008370133
+DATA vconst<>+384(SB)/8, $0x3c0922e23c0922e2
+DATA vconst<>+392(SB)/8, $0x3c0922e23c0922e2
+DATA vconst<>+400(SB)/8, $0x3c0922e23c0922e2
+DATA vconst<>+408(SB)/8, $0x3c0922e23c0922e2
+DATA vconst<>+416(SB)/8, $0x3c0922e23c0922e2
+DATA vconst<>+424(SB)/8, $0x3c0922e23c0922e2
+DATA vconst<>+432(SB)/8, $0x3c0922e23c0922e2
+DATA vconst<>+440(SB)/8, $0x3c0922e23c0922e2
 
-// p2 = 0.008333452
-DATA vconst<>+448(SB)/8, $0x3c0889083c088908
-DATA vconst<>+456(SB)/8, $0x3c0889083c088908
-DATA vconst<>+464(SB)/8, $0x3c0889083c088908
-DATA vconst<>+472(SB)/8, $0x3c0889083c088908
-DATA vconst<>+480(SB)/8, $0x3c0889083c088908
-DATA vconst<>+488(SB)/8, $0x3c0889083c088908
-DATA vconst<>+496(SB)/8, $0x3c0889083c088908
-DATA vconst<>+504(SB)/8, $0x3c0889083c088908
+// p3 = 0.041668527
+DATA vconst<>+448(SB)/8, $0x3d2aac9e3d2aac9e
+DATA vconst<>+456(SB)/8, $0x3d2aac9e3d2aac9e
+DATA vconst<>+464(SB)/8, $0x3d2aac9e3d2aac9e
+DATA vconst<>+472(SB)/8, $0x3d2aac9e3d2aac9e
+DATA vconst<>+480(SB)/8, $0x3d2aac9e3d2aac9e
+DATA vconst<>+488(SB)/8, $0x3d2aac9e3d2aac9e
+DATA vconst<>+496(SB)/8, $0x3d2aac9e3d2aac9e
+DATA vconst<>+504(SB)/8, $0x3d2aac9e3d2aac9e
 
-// p3 = 0.041665796
-DATA vconst<>+512(SB)/8, $0x3d2aa9c13d2aa9c1
-DATA vconst<>+520(SB)/8, $0x3d2aa9c13d2aa9c1
-DATA vconst<>+528(SB)/8, $0x3d2aa9c13d2aa9c1
-DATA vconst<>+536(SB)/8, $0x3d2aa9c13d2aa9c1
-DATA vconst<>+544(SB)/8, $0x3d2aa9c13d2aa9c1
-DATA vconst<>+552(SB)/8, $0x3d2aa9c13d2aa9c1
-DATA vconst<>+560(SB)/8, $0x3d2aa9c13d2aa9c1
-DATA vconst<>+568(SB)/8, $0x3d2aa9c13d2aa9c1
+// p4 = 0.16666509
+DATA vconst<>+512(SB)/8, $0x3e2aaa413e2aaa41
+DATA vconst<>+520(SB)/8, $0x3e2aaa413e2aaa41
+DATA vconst<>+528(SB)/8, $0x3e2aaa413e2aaa41
+DATA vconst<>+536(SB)/8, $0x3e2aaa413e2aaa41
+DATA vconst<>+544(SB)/8, $0x3e2aaa413e2aaa41
+DATA vconst<>+552(SB)/8, $0x3e2aaa413e2aaa41
+DATA vconst<>+560(SB)/8, $0x3e2aaa413e2aaa41
+DATA vconst<>+568(SB)/8, $0x3e2aaa413e2aaa41
 
-// p4 = 0.16666666
-DATA vconst<>+576(SB)/8, $0x3e2aaaaa3e2aaaaa
-DATA vconst<>+584(SB)/8, $0x3e2aaaaa3e2aaaaa
-DATA vconst<>+592(SB)/8, $0x3e2aaaaa3e2aaaaa
-DATA vconst<>+600(SB)/8, $0x3e2aaaaa3e2aaaaa
-DATA vconst<>+608(SB)/8, $0x3e2aaaaa3e2aaaaa
-DATA vconst<>+616(SB)/8, $0x3e2aaaaa3e2aaaaa
-DATA vconst<>+624(SB)/8, $0x3e2aaaaa3e2aaaaa
-DATA vconst<>+632(SB)/8, $0x3e2aaaaa3e2aaaaa
-
-// p5 = 0.5
-DATA vconst<>+640(SB)/8, $0x3f0000003f000000
-DATA vconst<>+648(SB)/8, $0x3f0000003f000000
-DATA vconst<>+656(SB)/8, $0x3f0000003f000000
-DATA vconst<>+664(SB)/8, $0x3f0000003f000000
-DATA vconst<>+672(SB)/8, $0x3f0000003f000000
-DATA vconst<>+680(SB)/8, $0x3f0000003f000000
-DATA vconst<>+688(SB)/8, $0x3f0000003f000000
-DATA vconst<>+696(SB)/8, $0x3f0000003f000000
+// p5 = 0.49999994
+DATA vconst<>+576(SB)/8, $0x3efffffe3efffffe
+DATA vconst<>+584(SB)/8, $0x3efffffe3efffffe
+DATA vconst<>+592(SB)/8, $0x3efffffe3efffffe
+DATA vconst<>+600(SB)/8, $0x3efffffe3efffffe
+DATA vconst<>+608(SB)/8, $0x3efffffe3efffffe
+DATA vconst<>+616(SB)/8, $0x3efffffe3efffffe
+DATA vconst<>+624(SB)/8, $0x3efffffe3efffffe
+DATA vconst<>+632(SB)/8, $0x3efffffe3efffffe
 
 // one = 1
-DATA vconst<>+704(SB)/8, $0x3f8000003f800000
-DATA vconst<>+712(SB)/8, $0x3f8000003f800000
-DATA vconst<>+720(SB)/8, $0x3f8000003f800000
-DATA vconst<>+728(SB)/8, $0x3f8000003f800000
-DATA vconst<>+736(SB)/8, $0x3f8000003f800000
-DATA vconst<>+744(SB)/8, $0x3f8000003f800000
-DATA vconst<>+752(SB)/8, $0x3f8000003f800000
-DATA vconst<>+760(SB)/8, $0x3f8000003f800000
+DATA vconst<>+640(SB)/8, $0x3f8000003f800000
+DATA vconst<>+648(SB)/8, $0x3f8000003f800000
+DATA vconst<>+656(SB)/8, $0x3f8000003f800000
+DATA vconst<>+664(SB)/8, $0x3f8000003f800000
+DATA vconst<>+672(SB)/8, $0x3f8000003f800000
+DATA vconst<>+680(SB)/8, $0x3f8000003f800000
+DATA vconst<>+688(SB)/8, $0x3f8000003f800000
+DATA vconst<>+696(SB)/8, $0x3f8000003f800000
 
 // gk = 0.044715
-DATA vconst<>+768(SB)/8, $0x3d3727133d372713
-DATA vconst<>+776(SB)/8, $0x3d3727133d372713
-DATA vconst<>+784(SB)/8, $0x3d3727133d372713
-DATA vconst<>+792(SB)/8, $0x3d3727133d372713
-DATA vconst<>+800(SB)/8, $0x3d3727133d372713
-DATA vconst<>+808(SB)/8, $0x3d3727133d372713
-DATA vconst<>+816(SB)/8, $0x3d3727133d372713
-DATA vconst<>+824(SB)/8, $0x3d3727133d372713
+DATA vconst<>+704(SB)/8, $0x3d3727133d372713
+DATA vconst<>+712(SB)/8, $0x3d3727133d372713
+DATA vconst<>+720(SB)/8, $0x3d3727133d372713
+DATA vconst<>+728(SB)/8, $0x3d3727133d372713
+DATA vconst<>+736(SB)/8, $0x3d3727133d372713
+DATA vconst<>+744(SB)/8, $0x3d3727133d372713
+DATA vconst<>+752(SB)/8, $0x3d3727133d372713
+DATA vconst<>+760(SB)/8, $0x3d3727133d372713
 
 // gm2c = -1.5957692
-DATA vconst<>+832(SB)/8, $0xbfcc422abfcc422a
-DATA vconst<>+840(SB)/8, $0xbfcc422abfcc422a
-DATA vconst<>+848(SB)/8, $0xbfcc422abfcc422a
-DATA vconst<>+856(SB)/8, $0xbfcc422abfcc422a
-DATA vconst<>+864(SB)/8, $0xbfcc422abfcc422a
-DATA vconst<>+872(SB)/8, $0xbfcc422abfcc422a
-DATA vconst<>+880(SB)/8, $0xbfcc422abfcc422a
-DATA vconst<>+888(SB)/8, $0xbfcc422abfcc422a
+DATA vconst<>+768(SB)/8, $0xbfcc422abfcc422a
+DATA vconst<>+776(SB)/8, $0xbfcc422abfcc422a
+DATA vconst<>+784(SB)/8, $0xbfcc422abfcc422a
+DATA vconst<>+792(SB)/8, $0xbfcc422abfcc422a
+DATA vconst<>+800(SB)/8, $0xbfcc422abfcc422a
+DATA vconst<>+808(SB)/8, $0xbfcc422abfcc422a
+DATA vconst<>+816(SB)/8, $0xbfcc422abfcc422a
+DATA vconst<>+824(SB)/8, $0xbfcc422abfcc422a
 
 // abs = 0x7fffffff
-DATA vconst<>+896(SB)/8, $0x7fffffff7fffffff
-DATA vconst<>+904(SB)/8, $0x7fffffff7fffffff
-DATA vconst<>+912(SB)/8, $0x7fffffff7fffffff
-DATA vconst<>+920(SB)/8, $0x7fffffff7fffffff
-DATA vconst<>+928(SB)/8, $0x7fffffff7fffffff
-DATA vconst<>+936(SB)/8, $0x7fffffff7fffffff
-DATA vconst<>+944(SB)/8, $0x7fffffff7fffffff
-DATA vconst<>+952(SB)/8, $0x7fffffff7fffffff
+DATA vconst<>+832(SB)/8, $0x7fffffff7fffffff
+DATA vconst<>+840(SB)/8, $0x7fffffff7fffffff
+DATA vconst<>+848(SB)/8, $0x7fffffff7fffffff
+DATA vconst<>+856(SB)/8, $0x7fffffff7fffffff
+DATA vconst<>+864(SB)/8, $0x7fffffff7fffffff
+DATA vconst<>+872(SB)/8, $0x7fffffff7fffffff
+DATA vconst<>+880(SB)/8, $0x7fffffff7fffffff
+DATA vconst<>+888(SB)/8, $0x7fffffff7fffffff
 
 // sign = 0x80000000
-DATA vconst<>+960(SB)/8, $0x8000000080000000
-DATA vconst<>+968(SB)/8, $0x8000000080000000
-DATA vconst<>+976(SB)/8, $0x8000000080000000
-DATA vconst<>+984(SB)/8, $0x8000000080000000
-DATA vconst<>+992(SB)/8, $0x8000000080000000
-DATA vconst<>+1000(SB)/8, $0x8000000080000000
-DATA vconst<>+1008(SB)/8, $0x8000000080000000
-DATA vconst<>+1016(SB)/8, $0x8000000080000000
+DATA vconst<>+896(SB)/8, $0x8000000080000000
+DATA vconst<>+904(SB)/8, $0x8000000080000000
+DATA vconst<>+912(SB)/8, $0x8000000080000000
+DATA vconst<>+920(SB)/8, $0x8000000080000000
+DATA vconst<>+928(SB)/8, $0x8000000080000000
+DATA vconst<>+936(SB)/8, $0x8000000080000000
+DATA vconst<>+944(SB)/8, $0x8000000080000000
+DATA vconst<>+952(SB)/8, $0x8000000080000000
 
 // nm160 = -160
-DATA vconst<>+1024(SB)/8, $0xc3200000c3200000
-DATA vconst<>+1032(SB)/8, $0xc3200000c3200000
-DATA vconst<>+1040(SB)/8, $0xc3200000c3200000
-DATA vconst<>+1048(SB)/8, $0xc3200000c3200000
-DATA vconst<>+1056(SB)/8, $0xc3200000c3200000
-DATA vconst<>+1064(SB)/8, $0xc3200000c3200000
-DATA vconst<>+1072(SB)/8, $0xc3200000c3200000
-DATA vconst<>+1080(SB)/8, $0xc3200000c3200000
+DATA vconst<>+960(SB)/8, $0xc3200000c3200000
+DATA vconst<>+968(SB)/8, $0xc3200000c3200000
+DATA vconst<>+976(SB)/8, $0xc3200000c3200000
+DATA vconst<>+984(SB)/8, $0xc3200000c3200000
+DATA vconst<>+992(SB)/8, $0xc3200000c3200000
+DATA vconst<>+1000(SB)/8, $0xc3200000c3200000
+DATA vconst<>+1008(SB)/8, $0xc3200000c3200000
+DATA vconst<>+1016(SB)/8, $0xc3200000c3200000
 
 // bias = 0x0000007f
-DATA vconst<>+1088(SB)/8, $0x0000007f0000007f
-DATA vconst<>+1096(SB)/8, $0x0000007f0000007f
-DATA vconst<>+1104(SB)/8, $0x0000007f0000007f
-DATA vconst<>+1112(SB)/8, $0x0000007f0000007f
-DATA vconst<>+1120(SB)/8, $0x0000007f0000007f
-DATA vconst<>+1128(SB)/8, $0x0000007f0000007f
-DATA vconst<>+1136(SB)/8, $0x0000007f0000007f
-DATA vconst<>+1144(SB)/8, $0x0000007f0000007f
+DATA vconst<>+1024(SB)/8, $0x0000007f0000007f
+DATA vconst<>+1032(SB)/8, $0x0000007f0000007f
+DATA vconst<>+1040(SB)/8, $0x0000007f0000007f
+DATA vconst<>+1048(SB)/8, $0x0000007f0000007f
+DATA vconst<>+1056(SB)/8, $0x0000007f0000007f
+DATA vconst<>+1064(SB)/8, $0x0000007f0000007f
+DATA vconst<>+1072(SB)/8, $0x0000007f0000007f
+DATA vconst<>+1080(SB)/8, $0x0000007f0000007f
 
 // e16 = 16
-DATA vconst<>+1152(SB)/8, $0x4180000041800000
-DATA vconst<>+1160(SB)/8, $0x4180000041800000
-DATA vconst<>+1168(SB)/8, $0x4180000041800000
-DATA vconst<>+1176(SB)/8, $0x4180000041800000
-DATA vconst<>+1184(SB)/8, $0x4180000041800000
-DATA vconst<>+1192(SB)/8, $0x4180000041800000
-DATA vconst<>+1200(SB)/8, $0x4180000041800000
-DATA vconst<>+1208(SB)/8, $0x4180000041800000
+DATA vconst<>+1088(SB)/8, $0x4180000041800000
+DATA vconst<>+1096(SB)/8, $0x4180000041800000
+DATA vconst<>+1104(SB)/8, $0x4180000041800000
+DATA vconst<>+1112(SB)/8, $0x4180000041800000
+DATA vconst<>+1120(SB)/8, $0x4180000041800000
+DATA vconst<>+1128(SB)/8, $0x4180000041800000
+DATA vconst<>+1136(SB)/8, $0x4180000041800000
+DATA vconst<>+1144(SB)/8, $0x4180000041800000
 
 // em16 = -16
-DATA vconst<>+1216(SB)/8, $0xc1800000c1800000
-DATA vconst<>+1224(SB)/8, $0xc1800000c1800000
-DATA vconst<>+1232(SB)/8, $0xc1800000c1800000
-DATA vconst<>+1240(SB)/8, $0xc1800000c1800000
-DATA vconst<>+1248(SB)/8, $0xc1800000c1800000
-DATA vconst<>+1256(SB)/8, $0xc1800000c1800000
-DATA vconst<>+1264(SB)/8, $0xc1800000c1800000
-DATA vconst<>+1272(SB)/8, $0xc1800000c1800000
+DATA vconst<>+1152(SB)/8, $0xc1800000c1800000
+DATA vconst<>+1160(SB)/8, $0xc1800000c1800000
+DATA vconst<>+1168(SB)/8, $0xc1800000c1800000
+DATA vconst<>+1176(SB)/8, $0xc1800000c1800000
+DATA vconst<>+1184(SB)/8, $0xc1800000c1800000
+DATA vconst<>+1192(SB)/8, $0xc1800000c1800000
+DATA vconst<>+1200(SB)/8, $0xc1800000c1800000
+DATA vconst<>+1208(SB)/8, $0xc1800000c1800000
 
 // ek = 0.35355338
-DATA vconst<>+1280(SB)/8, $0x3eb504f33eb504f3
-DATA vconst<>+1288(SB)/8, $0x3eb504f33eb504f3
-DATA vconst<>+1296(SB)/8, $0x3eb504f33eb504f3
-DATA vconst<>+1304(SB)/8, $0x3eb504f33eb504f3
-DATA vconst<>+1312(SB)/8, $0x3eb504f33eb504f3
-DATA vconst<>+1320(SB)/8, $0x3eb504f33eb504f3
-DATA vconst<>+1328(SB)/8, $0x3eb504f33eb504f3
-DATA vconst<>+1336(SB)/8, $0x3eb504f33eb504f3
+DATA vconst<>+1216(SB)/8, $0x3eb504f33eb504f3
+DATA vconst<>+1224(SB)/8, $0x3eb504f33eb504f3
+DATA vconst<>+1232(SB)/8, $0x3eb504f33eb504f3
+DATA vconst<>+1240(SB)/8, $0x3eb504f33eb504f3
+DATA vconst<>+1248(SB)/8, $0x3eb504f33eb504f3
+DATA vconst<>+1256(SB)/8, $0x3eb504f33eb504f3
+DATA vconst<>+1264(SB)/8, $0x3eb504f33eb504f3
+DATA vconst<>+1272(SB)/8, $0x3eb504f33eb504f3
 
 // half = 0.5
-DATA vconst<>+1344(SB)/8, $0x3f0000003f000000
-DATA vconst<>+1352(SB)/8, $0x3f0000003f000000
-DATA vconst<>+1360(SB)/8, $0x3f0000003f000000
-DATA vconst<>+1368(SB)/8, $0x3f0000003f000000
-DATA vconst<>+1376(SB)/8, $0x3f0000003f000000
-DATA vconst<>+1384(SB)/8, $0x3f0000003f000000
-DATA vconst<>+1392(SB)/8, $0x3f0000003f000000
-DATA vconst<>+1400(SB)/8, $0x3f0000003f000000
+DATA vconst<>+1280(SB)/8, $0x3f0000003f000000
+DATA vconst<>+1288(SB)/8, $0x3f0000003f000000
+DATA vconst<>+1296(SB)/8, $0x3f0000003f000000
+DATA vconst<>+1304(SB)/8, $0x3f0000003f000000
+DATA vconst<>+1312(SB)/8, $0x3f0000003f000000
+DATA vconst<>+1320(SB)/8, $0x3f0000003f000000
+DATA vconst<>+1328(SB)/8, $0x3f0000003f000000
+DATA vconst<>+1336(SB)/8, $0x3f0000003f000000
 
 // c24 = 24
-DATA vconst<>+1408(SB)/8, $0x41c0000041c00000
-DATA vconst<>+1416(SB)/8, $0x41c0000041c00000
-DATA vconst<>+1424(SB)/8, $0x41c0000041c00000
-DATA vconst<>+1432(SB)/8, $0x41c0000041c00000
-DATA vconst<>+1440(SB)/8, $0x41c0000041c00000
-DATA vconst<>+1448(SB)/8, $0x41c0000041c00000
-DATA vconst<>+1456(SB)/8, $0x41c0000041c00000
-DATA vconst<>+1464(SB)/8, $0x41c0000041c00000
+DATA vconst<>+1344(SB)/8, $0x41c0000041c00000
+DATA vconst<>+1352(SB)/8, $0x41c0000041c00000
+DATA vconst<>+1360(SB)/8, $0x41c0000041c00000
+DATA vconst<>+1368(SB)/8, $0x41c0000041c00000
+DATA vconst<>+1376(SB)/8, $0x41c0000041c00000
+DATA vconst<>+1384(SB)/8, $0x41c0000041c00000
+DATA vconst<>+1392(SB)/8, $0x41c0000041c00000
+DATA vconst<>+1400(SB)/8, $0x41c0000041c00000
 
 // c2p24 = 1.6777216e+07
-DATA vconst<>+1472(SB)/8, $0x4b8000004b800000
-DATA vconst<>+1480(SB)/8, $0x4b8000004b800000
-DATA vconst<>+1488(SB)/8, $0x4b8000004b800000
-DATA vconst<>+1496(SB)/8, $0x4b8000004b800000
-DATA vconst<>+1504(SB)/8, $0x4b8000004b800000
-DATA vconst<>+1512(SB)/8, $0x4b8000004b800000
-DATA vconst<>+1520(SB)/8, $0x4b8000004b800000
-DATA vconst<>+1528(SB)/8, $0x4b8000004b800000
+DATA vconst<>+1408(SB)/8, $0x4b8000004b800000
+DATA vconst<>+1416(SB)/8, $0x4b8000004b800000
+DATA vconst<>+1424(SB)/8, $0x4b8000004b800000
+DATA vconst<>+1432(SB)/8, $0x4b8000004b800000
+DATA vconst<>+1440(SB)/8, $0x4b8000004b800000
+DATA vconst<>+1448(SB)/8, $0x4b8000004b800000
+DATA vconst<>+1456(SB)/8, $0x4b8000004b800000
+DATA vconst<>+1464(SB)/8, $0x4b8000004b800000
 
 // c2m24 = 5.9604645e-08
-DATA vconst<>+1536(SB)/8, $0x3380000033800000
-DATA vconst<>+1544(SB)/8, $0x3380000033800000
-DATA vconst<>+1552(SB)/8, $0x3380000033800000
-DATA vconst<>+1560(SB)/8, $0x3380000033800000
-DATA vconst<>+1568(SB)/8, $0x3380000033800000
-DATA vconst<>+1576(SB)/8, $0x3380000033800000
-DATA vconst<>+1584(SB)/8, $0x3380000033800000
-DATA vconst<>+1592(SB)/8, $0x3380000033800000
+DATA vconst<>+1472(SB)/8, $0x3380000033800000
+DATA vconst<>+1480(SB)/8, $0x3380000033800000
+DATA vconst<>+1488(SB)/8, $0x3380000033800000
+DATA vconst<>+1496(SB)/8, $0x3380000033800000
+DATA vconst<>+1504(SB)/8, $0x3380000033800000
+DATA vconst<>+1512(SB)/8, $0x3380000033800000
+DATA vconst<>+1520(SB)/8, $0x3380000033800000
+DATA vconst<>+1528(SB)/8, $0x3380000033800000
 
 // mhalf = -0.5
-DATA vconst<>+1600(SB)/8, $0xbf000000bf000000
-DATA vconst<>+1608(SB)/8, $0xbf000000bf000000
-DATA vconst<>+1616(SB)/8, $0xbf000000bf000000
-DATA vconst<>+1624(SB)/8, $0xbf000000bf000000
-DATA vconst<>+1632(SB)/8, $0xbf000000bf000000
-DATA vconst<>+1640(SB)/8, $0xbf000000bf000000
-DATA vconst<>+1648(SB)/8, $0xbf000000bf000000
-DATA vconst<>+1656(SB)/8, $0xbf000000bf000000
+DATA vconst<>+1536(SB)/8, $0xbf000000bf000000
+DATA vconst<>+1544(SB)/8, $0xbf000000bf000000
+DATA vconst<>+1552(SB)/8, $0xbf000000bf000000
+DATA vconst<>+1560(SB)/8, $0xbf000000bf000000
+DATA vconst<>+1568(SB)/8, $0xbf000000bf000000
+DATA vconst<>+1576(SB)/8, $0xbf000000bf000000
+DATA vconst<>+1584(SB)/8, $0xbf000000bf000000
+DATA vconst<>+1592(SB)/8, $0xbf000000bf000000
 
 // e0 = -1.2655122
-DATA vconst<>+1664(SB)/8, $0xbfa1fc4ebfa1fc4e
-DATA vconst<>+1672(SB)/8, $0xbfa1fc4ebfa1fc4e
-DATA vconst<>+1680(SB)/8, $0xbfa1fc4ebfa1fc4e
-DATA vconst<>+1688(SB)/8, $0xbfa1fc4ebfa1fc4e
-DATA vconst<>+1696(SB)/8, $0xbfa1fc4ebfa1fc4e
-DATA vconst<>+1704(SB)/8, $0xbfa1fc4ebfa1fc4e
-DATA vconst<>+1712(SB)/8, $0xbfa1fc4ebfa1fc4e
-DATA vconst<>+1720(SB)/8, $0xbfa1fc4ebfa1fc4e
+DATA vconst<>+1600(SB)/8, $0xbfa1fc4ebfa1fc4e
+DATA vconst<>+1608(SB)/8, $0xbfa1fc4ebfa1fc4e
+DATA vconst<>+1616(SB)/8, $0xbfa1fc4ebfa1fc4e
+DATA vconst<>+1624(SB)/8, $0xbfa1fc4ebfa1fc4e
+DATA vconst<>+1632(SB)/8, $0xbfa1fc4ebfa1fc4e
+DATA vconst<>+1640(SB)/8, $0xbfa1fc4ebfa1fc4e
+DATA vconst<>+1648(SB)/8, $0xbfa1fc4ebfa1fc4e
+DATA vconst<>+1656(SB)/8, $0xbfa1fc4ebfa1fc4e
 
 // e1 = 1.0000237
-DATA vconst<>+1728(SB)/8, $0x3f8000c73f8000c7
-DATA vconst<>+1736(SB)/8, $0x3f8000c73f8000c7
-DATA vconst<>+1744(SB)/8, $0x3f8000c73f8000c7
-DATA vconst<>+1752(SB)/8, $0x3f8000c73f8000c7
-DATA vconst<>+1760(SB)/8, $0x3f8000c73f8000c7
-DATA vconst<>+1768(SB)/8, $0x3f8000c73f8000c7
-DATA vconst<>+1776(SB)/8, $0x3f8000c73f8000c7
-DATA vconst<>+1784(SB)/8, $0x3f8000c73f8000c7
+DATA vconst<>+1664(SB)/8, $0x3f8000c73f8000c7
+DATA vconst<>+1672(SB)/8, $0x3f8000c73f8000c7
+DATA vconst<>+1680(SB)/8, $0x3f8000c73f8000c7
+DATA vconst<>+1688(SB)/8, $0x3f8000c73f8000c7
+DATA vconst<>+1696(SB)/8, $0x3f8000c73f8000c7
+DATA vconst<>+1704(SB)/8, $0x3f8000c73f8000c7
+DATA vconst<>+1712(SB)/8, $0x3f8000c73f8000c7
+DATA vconst<>+1720(SB)/8, $0x3f8000c73f8000c7
 
 // e2 = 0.37409195
-DATA vconst<>+1792(SB)/8, $0x3ebf88fb3ebf88fb
-DATA vconst<>+1800(SB)/8, $0x3ebf88fb3ebf88fb
-DATA vconst<>+1808(SB)/8, $0x3ebf88fb3ebf88fb
-DATA vconst<>+1816(SB)/8, $0x3ebf88fb3ebf88fb
-DATA vconst<>+1824(SB)/8, $0x3ebf88fb3ebf88fb
-DATA vconst<>+1832(SB)/8, $0x3ebf88fb3ebf88fb
-DATA vconst<>+1840(SB)/8, $0x3ebf88fb3ebf88fb
-DATA vconst<>+1848(SB)/8, $0x3ebf88fb3ebf88fb
+DATA vconst<>+1728(SB)/8, $0x3ebf88fb3ebf88fb
+DATA vconst<>+1736(SB)/8, $0x3ebf88fb3ebf88fb
+DATA vconst<>+1744(SB)/8, $0x3ebf88fb3ebf88fb
+DATA vconst<>+1752(SB)/8, $0x3ebf88fb3ebf88fb
+DATA vconst<>+1760(SB)/8, $0x3ebf88fb3ebf88fb
+DATA vconst<>+1768(SB)/8, $0x3ebf88fb3ebf88fb
+DATA vconst<>+1776(SB)/8, $0x3ebf88fb3ebf88fb
+DATA vconst<>+1784(SB)/8, $0x3ebf88fb3ebf88fb
 
 // e3 = 0.09678418
-DATA vconst<>+1856(SB)/8, $0x3dc636c93dc636c9
-DATA vconst<>+1864(SB)/8, $0x3dc636c93dc636c9
-DATA vconst<>+1872(SB)/8, $0x3dc636c93dc636c9
-DATA vconst<>+1880(SB)/8, $0x3dc636c93dc636c9
-DATA vconst<>+1888(SB)/8, $0x3dc636c93dc636c9
-DATA vconst<>+1896(SB)/8, $0x3dc636c93dc636c9
-DATA vconst<>+1904(SB)/8, $0x3dc636c93dc636c9
-DATA vconst<>+1912(SB)/8, $0x3dc636c93dc636c9
+DATA vconst<>+1792(SB)/8, $0x3dc636c93dc636c9
+DATA vconst<>+1800(SB)/8, $0x3dc636c93dc636c9
+DATA vconst<>+1808(SB)/8, $0x3dc636c93dc636c9
+DATA vconst<>+1816(SB)/8, $0x3dc636c93dc636c9
+DATA vconst<>+1824(SB)/8, $0x3dc636c93dc636c9
+DATA vconst<>+1832(SB)/8, $0x3dc636c93dc636c9
+DATA vconst<>+1840(SB)/8, $0x3dc636c93dc636c9
+DATA vconst<>+1848(SB)/8, $0x3dc636c93dc636c9
 
 // e4 = -0.18628806
-DATA vconst<>+1920(SB)/8, $0xbe3ec24cbe3ec24c
-DATA vconst<>+1928(SB)/8, $0xbe3ec24cbe3ec24c
-DATA vconst<>+1936(SB)/8, $0xbe3ec24cbe3ec24c
-DATA vconst<>+1944(SB)/8, $0xbe3ec24cbe3ec24c
-DATA vconst<>+1952(SB)/8, $0xbe3ec24cbe3ec24c
-DATA vconst<>+1960(SB)/8, $0xbe3ec24cbe3ec24c
-DATA vconst<>+1968(SB)/8, $0xbe3ec24cbe3ec24c
-DATA vconst<>+1976(SB)/8, $0xbe3ec24cbe3ec24c
+DATA vconst<>+1856(SB)/8, $0xbe3ec24cbe3ec24c
+DATA vconst<>+1864(SB)/8, $0xbe3ec24cbe3ec24c
+DATA vconst<>+1872(SB)/8, $0xbe3ec24cbe3ec24c
+DATA vconst<>+1880(SB)/8, $0xbe3ec24cbe3ec24c
+DATA vconst<>+1888(SB)/8, $0xbe3ec24cbe3ec24c
+DATA vconst<>+1896(SB)/8, $0xbe3ec24cbe3ec24c
+DATA vconst<>+1904(SB)/8, $0xbe3ec24cbe3ec24c
+DATA vconst<>+1912(SB)/8, $0xbe3ec24cbe3ec24c
 
 // e5 = 0.27886808
-DATA vconst<>+1984(SB)/8, $0x3e8ec7cc3e8ec7cc
-DATA vconst<>+1992(SB)/8, $0x3e8ec7cc3e8ec7cc
-DATA vconst<>+2000(SB)/8, $0x3e8ec7cc3e8ec7cc
-DATA vconst<>+2008(SB)/8, $0x3e8ec7cc3e8ec7cc
-DATA vconst<>+2016(SB)/8, $0x3e8ec7cc3e8ec7cc
-DATA vconst<>+2024(SB)/8, $0x3e8ec7cc3e8ec7cc
-DATA vconst<>+2032(SB)/8, $0x3e8ec7cc3e8ec7cc
-DATA vconst<>+2040(SB)/8, $0x3e8ec7cc3e8ec7cc
+DATA vconst<>+1920(SB)/8, $0x3e8ec7cc3e8ec7cc
+DATA vconst<>+1928(SB)/8, $0x3e8ec7cc3e8ec7cc
+DATA vconst<>+1936(SB)/8, $0x3e8ec7cc3e8ec7cc
+DATA vconst<>+1944(SB)/8, $0x3e8ec7cc3e8ec7cc
+DATA vconst<>+1952(SB)/8, $0x3e8ec7cc3e8ec7cc
+DATA vconst<>+1960(SB)/8, $0x3e8ec7cc3e8ec7cc
+DATA vconst<>+1968(SB)/8, $0x3e8ec7cc3e8ec7cc
+DATA vconst<>+1976(SB)/8, $0x3e8ec7cc3e8ec7cc
 
 // e6 = -1.135204
-DATA vconst<>+2048(SB)/8, $0xbf914e5dbf914e5d
-DATA vconst<>+2056(SB)/8, $0xbf914e5dbf914e5d
-DATA vconst<>+2064(SB)/8, $0xbf914e5dbf914e5d
-DATA vconst<>+2072(SB)/8, $0xbf914e5dbf914e5d
-DATA vconst<>+2080(SB)/8, $0xbf914e5dbf914e5d
-DATA vconst<>+2088(SB)/8, $0xbf914e5dbf914e5d
-DATA vconst<>+2096(SB)/8, $0xbf914e5dbf914e5d
-DATA vconst<>+2104(SB)/8, $0xbf914e5dbf914e5d
+DATA vconst<>+1984(SB)/8, $0xbf914e5dbf914e5d
+DATA vconst<>+1992(SB)/8, $0xbf914e5dbf914e5d
+DATA vconst<>+2000(SB)/8, $0xbf914e5dbf914e5d
+DATA vconst<>+2008(SB)/8, $0xbf914e5dbf914e5d
+DATA vconst<>+2016(SB)/8, $0xbf914e5dbf914e5d
+DATA vconst<>+2024(SB)/8, $0xbf914e5dbf914e5d
+DATA vconst<>+2032(SB)/8, $0xbf914e5dbf914e5d
+DATA vconst<>+2040(SB)/8, $0xbf914e5dbf914e5d
 
 // e7 = 1.4885159
-DATA vconst<>+2112(SB)/8, $0x3fbe87b03fbe87b0
-DATA vconst<>+2120(SB)/8, $0x3fbe87b03fbe87b0
-DATA vconst<>+2128(SB)/8, $0x3fbe87b03fbe87b0
-DATA vconst<>+2136(SB)/8, $0x3fbe87b03fbe87b0
-DATA vconst<>+2144(SB)/8, $0x3fbe87b03fbe87b0
-DATA vconst<>+2152(SB)/8, $0x3fbe87b03fbe87b0
-DATA vconst<>+2160(SB)/8, $0x3fbe87b03fbe87b0
-DATA vconst<>+2168(SB)/8, $0x3fbe87b03fbe87b0
+DATA vconst<>+2048(SB)/8, $0x3fbe87b03fbe87b0
+DATA vconst<>+2056(SB)/8, $0x3fbe87b03fbe87b0
+DATA vconst<>+2064(SB)/8, $0x3fbe87b03fbe87b0
+DATA vconst<>+2072(SB)/8, $0x3fbe87b03fbe87b0
+DATA vconst<>+2080(SB)/8, $0x3fbe87b03fbe87b0
+DATA vconst<>+2088(SB)/8, $0x3fbe87b03fbe87b0
+DATA vconst<>+2096(SB)/8, $0x3fbe87b03fbe87b0
+DATA vconst<>+2104(SB)/8, $0x3fbe87b03fbe87b0
 
 // e8 = -0.82215226
-DATA vconst<>+2176(SB)/8, $0xbf527892bf527892
-DATA vconst<>+2184(SB)/8, $0xbf527892bf527892
-DATA vconst<>+2192(SB)/8, $0xbf527892bf527892
-DATA vconst<>+2200(SB)/8, $0xbf527892bf527892
-DATA vconst<>+2208(SB)/8, $0xbf527892bf527892
-DATA vconst<>+2216(SB)/8, $0xbf527892bf527892
-DATA vconst<>+2224(SB)/8, $0xbf527892bf527892
-DATA vconst<>+2232(SB)/8, $0xbf527892bf527892
+DATA vconst<>+2112(SB)/8, $0xbf527892bf527892
+DATA vconst<>+2120(SB)/8, $0xbf527892bf527892
+DATA vconst<>+2128(SB)/8, $0xbf527892bf527892
+DATA vconst<>+2136(SB)/8, $0xbf527892bf527892
+DATA vconst<>+2144(SB)/8, $0xbf527892bf527892
+DATA vconst<>+2152(SB)/8, $0xbf527892bf527892
+DATA vconst<>+2160(SB)/8, $0xbf527892bf527892
+DATA vconst<>+2168(SB)/8, $0xbf527892bf527892
 
 // e9 = 0.17087276
-DATA vconst<>+2240(SB)/8, $0x3e2ef9453e2ef945
-DATA vconst<>+2248(SB)/8, $0x3e2ef9453e2ef945
-DATA vconst<>+2256(SB)/8, $0x3e2ef9453e2ef945
-DATA vconst<>+2264(SB)/8, $0x3e2ef9453e2ef945
-DATA vconst<>+2272(SB)/8, $0x3e2ef9453e2ef945
-DATA vconst<>+2280(SB)/8, $0x3e2ef9453e2ef945
-DATA vconst<>+2288(SB)/8, $0x3e2ef9453e2ef945
-DATA vconst<>+2296(SB)/8, $0x3e2ef9453e2ef945
+DATA vconst<>+2176(SB)/8, $0x3e2ef9453e2ef945
+DATA vconst<>+2184(SB)/8, $0x3e2ef9453e2ef945
+DATA vconst<>+2192(SB)/8, $0x3e2ef9453e2ef945
+DATA vconst<>+2200(SB)/8, $0x3e2ef9453e2ef945
+DATA vconst<>+2208(SB)/8, $0x3e2ef9453e2ef945
+DATA vconst<>+2216(SB)/8, $0x3e2ef9453e2ef945
+DATA vconst<>+2224(SB)/8, $0x3e2ef9453e2ef945
+DATA vconst<>+2232(SB)/8, $0x3e2ef9453e2ef945
 
 // s0 = 0.3989423
-DATA vconst<>+2304(SB)/8, $0x3ecc422a3ecc422a
-DATA vconst<>+2312(SB)/8, $0x3ecc422a3ecc422a
-DATA vconst<>+2320(SB)/8, $0x3ecc422a3ecc422a
-DATA vconst<>+2328(SB)/8, $0x3ecc422a3ecc422a
-DATA vconst<>+2336(SB)/8, $0x3ecc422a3ecc422a
-DATA vconst<>+2344(SB)/8, $0x3ecc422a3ecc422a
-DATA vconst<>+2352(SB)/8, $0x3ecc422a3ecc422a
-DATA vconst<>+2360(SB)/8, $0x3ecc422a3ecc422a
+DATA vconst<>+2240(SB)/8, $0x3ecc422a3ecc422a
+DATA vconst<>+2248(SB)/8, $0x3ecc422a3ecc422a
+DATA vconst<>+2256(SB)/8, $0x3ecc422a3ecc422a
+DATA vconst<>+2264(SB)/8, $0x3ecc422a3ecc422a
+DATA vconst<>+2272(SB)/8, $0x3ecc422a3ecc422a
+DATA vconst<>+2280(SB)/8, $0x3ecc422a3ecc422a
+DATA vconst<>+2288(SB)/8, $0x3ecc422a3ecc422a
+DATA vconst<>+2296(SB)/8, $0x3ecc422a3ecc422a
 
 // s1 = -0.06649038
-DATA vconst<>+2368(SB)/8, $0xbd882c1cbd882c1c
-DATA vconst<>+2376(SB)/8, $0xbd882c1cbd882c1c
-DATA vconst<>+2384(SB)/8, $0xbd882c1cbd882c1c
-DATA vconst<>+2392(SB)/8, $0xbd882c1cbd882c1c
-DATA vconst<>+2400(SB)/8, $0xbd882c1cbd882c1c
-DATA vconst<>+2408(SB)/8, $0xbd882c1cbd882c1c
-DATA vconst<>+2416(SB)/8, $0xbd882c1cbd882c1c
-DATA vconst<>+2424(SB)/8, $0xbd882c1cbd882c1c
+DATA vconst<>+2304(SB)/8, $0xbd882c1cbd882c1c
+DATA vconst<>+2312(SB)/8, $0xbd882c1cbd882c1c
+DATA vconst<>+2320(SB)/8, $0xbd882c1cbd882c1c
+DATA vconst<>+2328(SB)/8, $0xbd882c1cbd882c1c
+DATA vconst<>+2336(SB)/8, $0xbd882c1cbd882c1c
+DATA vconst<>+2344(SB)/8, $0xbd882c1cbd882c1c
+DATA vconst<>+2352(SB)/8, $0xbd882c1cbd882c1c
+DATA vconst<>+2360(SB)/8, $0xbd882c1cbd882c1c
 
 // s2 = 0.009973557
-DATA vconst<>+2432(SB)/8, $0x3c2368213c236821
-DATA vconst<>+2440(SB)/8, $0x3c2368213c236821
-DATA vconst<>+2448(SB)/8, $0x3c2368213c236821
-DATA vconst<>+2456(SB)/8, $0x3c2368213c236821
-DATA vconst<>+2464(SB)/8, $0x3c2368213c236821
-DATA vconst<>+2472(SB)/8, $0x3c2368213c236821
-DATA vconst<>+2480(SB)/8, $0x3c2368213c236821
-DATA vconst<>+2488(SB)/8, $0x3c2368213c236821
+DATA vconst<>+2368(SB)/8, $0x3c2368213c236821
+DATA vconst<>+2376(SB)/8, $0x3c2368213c236821
+DATA vconst<>+2384(SB)/8, $0x3c2368213c236821
+DATA vconst<>+2392(SB)/8, $0x3c2368213c236821
+DATA vconst<>+2400(SB)/8, $0x3c2368213c236821
+DATA vconst<>+2408(SB)/8, $0x3c2368213c236821
+DATA vconst<>+2416(SB)/8, $0x3c2368213c236821
+DATA vconst<>+2424(SB)/8, $0x3c2368213c236821
 
 // s3 = -0.0011873282
-DATA vconst<>+2496(SB)/8, $0xba9ba020ba9ba020
-DATA vconst<>+2504(SB)/8, $0xba9ba020ba9ba020
-DATA vconst<>+2512(SB)/8, $0xba9ba020ba9ba020
-DATA vconst<>+2520(SB)/8, $0xba9ba020ba9ba020
-DATA vconst<>+2528(SB)/8, $0xba9ba020ba9ba020
-DATA vconst<>+2536(SB)/8, $0xba9ba020ba9ba020
-DATA vconst<>+2544(SB)/8, $0xba9ba020ba9ba020
-DATA vconst<>+2552(SB)/8, $0xba9ba020ba9ba020
+DATA vconst<>+2432(SB)/8, $0xba9ba020ba9ba020
+DATA vconst<>+2440(SB)/8, $0xba9ba020ba9ba020
+DATA vconst<>+2448(SB)/8, $0xba9ba020ba9ba020
+DATA vconst<>+2456(SB)/8, $0xba9ba020ba9ba020
+DATA vconst<>+2464(SB)/8, $0xba9ba020ba9ba020
+DATA vconst<>+2472(SB)/8, $0xba9ba020ba9ba020
+DATA vconst<>+2480(SB)/8, $0xba9ba020ba9ba020
+DATA vconst<>+2488(SB)/8, $0xba9ba020ba9ba020
 
 // s4 = 0.00011543469
-DATA vconst<>+2560(SB)/8, $0x38f2158738f21587
-DATA vconst<>+2568(SB)/8, $0x38f2158738f21587
-DATA vconst<>+2576(SB)/8, $0x38f2158738f21587
-DATA vconst<>+2584(SB)/8, $0x38f2158738f21587
-DATA vconst<>+2592(SB)/8, $0x38f2158738f21587
-DATA vconst<>+2600(SB)/8, $0x38f2158738f21587
-DATA vconst<>+2608(SB)/8, $0x38f2158738f21587
-DATA vconst<>+2616(SB)/8, $0x38f2158738f21587
+DATA vconst<>+2496(SB)/8, $0x38f2158738f21587
+DATA vconst<>+2504(SB)/8, $0x38f2158738f21587
+DATA vconst<>+2512(SB)/8, $0x38f2158738f21587
+DATA vconst<>+2520(SB)/8, $0x38f2158738f21587
+DATA vconst<>+2528(SB)/8, $0x38f2158738f21587
+DATA vconst<>+2536(SB)/8, $0x38f2158738f21587
+DATA vconst<>+2544(SB)/8, $0x38f2158738f21587
+DATA vconst<>+2552(SB)/8, $0x38f2158738f21587
 
 // s5 = -9.444656e-06
-DATA vconst<>+2624(SB)/8, $0xb71e747db71e747d
-DATA vconst<>+2632(SB)/8, $0xb71e747db71e747d
-DATA vconst<>+2640(SB)/8, $0xb71e747db71e747d
-DATA vconst<>+2648(SB)/8, $0xb71e747db71e747d
-DATA vconst<>+2656(SB)/8, $0xb71e747db71e747d
-DATA vconst<>+2664(SB)/8, $0xb71e747db71e747d
-DATA vconst<>+2672(SB)/8, $0xb71e747db71e747d
-DATA vconst<>+2680(SB)/8, $0xb71e747db71e747d
+DATA vconst<>+2560(SB)/8, $0xb71e747db71e747d
+DATA vconst<>+2568(SB)/8, $0xb71e747db71e747d
+DATA vconst<>+2576(SB)/8, $0xb71e747db71e747d
+DATA vconst<>+2584(SB)/8, $0xb71e747db71e747d
+DATA vconst<>+2592(SB)/8, $0xb71e747db71e747d
+DATA vconst<>+2600(SB)/8, $0xb71e747db71e747d
+DATA vconst<>+2608(SB)/8, $0xb71e747db71e747d
+DATA vconst<>+2616(SB)/8, $0xb71e747db71e747d
 
 // s6 = 6.6596937e-07
-DATA vconst<>+2688(SB)/8, $0x3532c5113532c511
-DATA vconst<>+2696(SB)/8, $0x3532c5113532c511
-DATA vconst<>+2704(SB)/8, $0x3532c5113532c511
-DATA vconst<>+2712(SB)/8, $0x3532c5113532c511
-DATA vconst<>+2720(SB)/8, $0x3532c5113532c511
-DATA vconst<>+2728(SB)/8, $0x3532c5113532c511
-DATA vconst<>+2736(SB)/8, $0x3532c5113532c511
-DATA vconst<>+2744(SB)/8, $0x3532c5113532c511
+DATA vconst<>+2624(SB)/8, $0x3532c5113532c511
+DATA vconst<>+2632(SB)/8, $0x3532c5113532c511
+DATA vconst<>+2640(SB)/8, $0x3532c5113532c511
+DATA vconst<>+2648(SB)/8, $0x3532c5113532c511
+DATA vconst<>+2656(SB)/8, $0x3532c5113532c511
+DATA vconst<>+2664(SB)/8, $0x3532c5113532c511
+DATA vconst<>+2672(SB)/8, $0x3532c5113532c511
+DATA vconst<>+2680(SB)/8, $0x3532c5113532c511
 
 // s7 = -4.1226674e-08
-DATA vconst<>+2752(SB)/8, $0xb3311135b3311135
-DATA vconst<>+2760(SB)/8, $0xb3311135b3311135
-DATA vconst<>+2768(SB)/8, $0xb3311135b3311135
-DATA vconst<>+2776(SB)/8, $0xb3311135b3311135
-DATA vconst<>+2784(SB)/8, $0xb3311135b3311135
-DATA vconst<>+2792(SB)/8, $0xb3311135b3311135
-DATA vconst<>+2800(SB)/8, $0xb3311135b3311135
-DATA vconst<>+2808(SB)/8, $0xb3311135b3311135
-GLOBL vconst<>(SB), RODATA|NOPTR, $2816
+DATA vconst<>+2688(SB)/8, $0xb3311135b3311135
+DATA vconst<>+2696(SB)/8, $0xb3311135b3311135
+DATA vconst<>+2704(SB)/8, $0xb3311135b3311135
+DATA vconst<>+2712(SB)/8, $0xb3311135b3311135
+DATA vconst<>+2720(SB)/8, $0xb3311135b3311135
+DATA vconst<>+2728(SB)/8, $0xb3311135b3311135
+DATA vconst<>+2736(SB)/8, $0xb3311135b3311135
+DATA vconst<>+2744(SB)/8, $0xb3311135b3311135
+GLOBL vconst<>(SB), RODATA|NOPTR, $2752
 
 // func actAVX512(x *float32, n, kind int)
 TEXT ·actAVX512(SB), NOSPLIT, $0-24
@@ -2294,30 +2284,29 @@ TEXT ·actAVX512(SB), NOSPLIT, $0-24
 	CMPQ DX, $3
 	JEQ erf
 	VMOVUPS vconst<>+0(SB), Z16 // lo
-	VMOVUPS vconst<>+704(SB), Z17 // one
+	VMOVUPS vconst<>+640(SB), Z17 // one
 	VMOVUPS vconst<>+128(SB), Z18 // log2e
 	VMOVUPS vconst<>+192(SB), Z19 // c1
 	VMOVUPS vconst<>+256(SB), Z20 // c2
-	VMOVUPS vconst<>+320(SB), Z21 // p0
-	VMOVUPS vconst<>+384(SB), Z22 // p1
-	VMOVUPS vconst<>+448(SB), Z23 // p2
-	VMOVUPS vconst<>+512(SB), Z24 // p3
-	VMOVUPS vconst<>+576(SB), Z25 // p4
-	VMOVUPS vconst<>+640(SB), Z26 // p5
-	VMOVUPS vconst<>+768(SB), Z27 // gk
-	VMOVUPS vconst<>+832(SB), Z28 // gm2c
-	VMOVUPS vconst<>+960(SB), Z29 // sign
-	VMOVUPS vconst<>+896(SB), Z30 // abs
+	VMOVUPS vconst<>+320(SB), Z21 // p1
+	VMOVUPS vconst<>+384(SB), Z22 // p2
+	VMOVUPS vconst<>+448(SB), Z23 // p3
+	VMOVUPS vconst<>+512(SB), Z24 // p4
+	VMOVUPS vconst<>+576(SB), Z25 // p5
+	VMOVUPS vconst<>+704(SB), Z26 // gk
+	VMOVUPS vconst<>+768(SB), Z27 // gm2c
+	VMOVUPS vconst<>+896(SB), Z28 // sign
+	VMOVUPS vconst<>+832(SB), Z29 // abs
 	CMPQ DX, $2
 	JEQ silu
 gelu:
 	VMOVUPS (DI), Z0
-	VANDPS Z30, Z0, Z1
+	VANDPS Z29, Z0, Z1
 	VMULPS Z1, Z1, Z2
 	VMULPS Z1, Z2, Z2
-	VFMADD231PS Z27, Z2, Z1
-	VMULPS Z28, Z1, Z1
-	VPTESTMD Z29, Z0, K1
+	VFMADD231PS Z26, Z2, Z1
+	VMULPS Z27, Z1, Z1
+	VPTESTMD Z28, Z0, K1
 	VMAXPS Z1, Z16, Z1
 	VMULPS Z18, Z1, Z2
 	VRNDSCALEPS $0, Z2, Z2
@@ -2328,14 +2317,13 @@ gelu:
 	VFMADD213PS Z23, Z1, Z3
 	VFMADD213PS Z24, Z1, Z3
 	VFMADD213PS Z25, Z1, Z3
-	VFMADD213PS Z26, Z1, Z3
 	VMULPS Z1, Z1, Z4
 	VFMADD213PS Z1, Z4, Z3
 	VADDPS Z17, Z3, Z3
-	VADDPS vconst<>+1408(SB), Z2, K1, Z2
+	VADDPS vconst<>+1344(SB), Z2, K1, Z2
 	VSCALEFPS Z2, Z3, Z3
 	VMOVAPS Z17, Z4
-	VMOVUPS vconst<>+1472(SB), K1, Z4
+	VMOVUPS vconst<>+1408(SB), K1, Z4
 	VADDPS Z3, Z4, Z4
 	VMULPS Z3, Z0, K1, Z0
 	VDIVPS Z4, Z0, Z0
@@ -2346,8 +2334,8 @@ gelu:
 	JMP done
 silu:
 	VMOVUPS (DI), Z0
-	VORPS Z29, Z0, Z1
-	VPTESTMD Z29, Z0, K1
+	VORPS Z28, Z0, Z1
+	VPTESTMD Z28, Z0, K1
 	VMAXPS Z1, Z16, Z1
 	VMULPS Z18, Z1, Z2
 	VRNDSCALEPS $0, Z2, Z2
@@ -2358,14 +2346,13 @@ silu:
 	VFMADD213PS Z23, Z1, Z3
 	VFMADD213PS Z24, Z1, Z3
 	VFMADD213PS Z25, Z1, Z3
-	VFMADD213PS Z26, Z1, Z3
 	VMULPS Z1, Z1, Z4
 	VFMADD213PS Z1, Z4, Z3
 	VADDPS Z17, Z3, Z3
-	VADDPS vconst<>+1408(SB), Z2, K1, Z2
+	VADDPS vconst<>+1344(SB), Z2, K1, Z2
 	VSCALEFPS Z2, Z3, Z3
 	VMOVAPS Z17, Z4
-	VMOVUPS vconst<>+1472(SB), K1, Z4
+	VMOVUPS vconst<>+1408(SB), K1, Z4
 	VADDPS Z3, Z4, Z4
 	VMULPS Z3, Z0, K1, Z0
 	VDIVPS Z4, Z0, Z0
@@ -2375,68 +2362,67 @@ silu:
 	JNZ silu
 	JMP done
 erf:
-	VMOVUPS vconst<>+704(SB), Z16 // one
-	VMOVUPS vconst<>+1152(SB), Z17 // e16
-	VMOVUPS vconst<>+1216(SB), Z18 // em16
+	VMOVUPS vconst<>+640(SB), Z16 // one
+	VMOVUPS vconst<>+1088(SB), Z17 // e16
+	VMOVUPS vconst<>+1152(SB), Z18 // em16
 	VMOVUPS vconst<>+128(SB), Z19 // log2e
 	VMOVUPS vconst<>+192(SB), Z20 // c1
 	VMOVUPS vconst<>+256(SB), Z21 // c2
-	VMOVUPS vconst<>+384(SB), Z22 // p1
-	VMOVUPS vconst<>+448(SB), Z23 // p2
-	VMOVUPS vconst<>+512(SB), Z24 // p3
-	VMOVUPS vconst<>+576(SB), Z25 // p4
-	VMOVUPS vconst<>+640(SB), Z26 // p5
-	VMOVUPS vconst<>+2176(SB), Z27 // e8
-	VMOVUPS vconst<>+2112(SB), Z28 // e7
-	VMOVUPS vconst<>+2048(SB), Z29 // e6
-	VMOVUPS vconst<>+1984(SB), Z30 // e5
-	VMOVUPS vconst<>+1920(SB), Z31 // e4
+	VMOVUPS vconst<>+320(SB), Z22 // p1
+	VMOVUPS vconst<>+384(SB), Z23 // p2
+	VMOVUPS vconst<>+448(SB), Z24 // p3
+	VMOVUPS vconst<>+512(SB), Z25 // p4
+	VMOVUPS vconst<>+576(SB), Z26 // p5
+	VMOVUPS vconst<>+2112(SB), Z27 // e8
+	VMOVUPS vconst<>+2048(SB), Z28 // e7
+	VMOVUPS vconst<>+1984(SB), Z29 // e6
+	VMOVUPS vconst<>+1920(SB), Z30 // e5
+	VMOVUPS vconst<>+1856(SB), Z31 // e4
 erfloop:
 	VMOVUPS (DI), Z0
 	VMULPS Z0, Z0, Z1
-	VMOVUPS vconst<>+2752(SB), Z8
-	VFMADD213PS vconst<>+2688(SB), Z1, Z8
+	VMOVUPS vconst<>+2688(SB), Z8
 	VFMADD213PS vconst<>+2624(SB), Z1, Z8
 	VFMADD213PS vconst<>+2560(SB), Z1, Z8
 	VFMADD213PS vconst<>+2496(SB), Z1, Z8
 	VFMADD213PS vconst<>+2432(SB), Z1, Z8
 	VFMADD213PS vconst<>+2368(SB), Z1, Z8
 	VFMADD213PS vconst<>+2304(SB), Z1, Z8
+	VFMADD213PS vconst<>+2240(SB), Z1, Z8
 	VMULPS Z0, Z8, Z8
-	VMULPS vconst<>+1344(SB), Z0, Z2
+	VMULPS vconst<>+1280(SB), Z0, Z2
 	VFMADD213PS Z2, Z0, Z8
-	VANDPS vconst<>+896(SB), Z0, Z1
+	VANDPS vconst<>+832(SB), Z0, Z1
 	VCMPPS $1, Z16, Z1, K2
-	VPTESTMD vconst<>+960(SB), Z0, K1
+	VPTESTMD vconst<>+896(SB), Z0, K1
 	VMINPS Z0, Z17, Z1
 	VMAXPS Z1, Z18, Z1
 	VMULPS Z1, Z1, Z6
 	VMOVAPS Z6, Z7
 	VFMSUB231PS Z1, Z1, Z7
-	VANDPS vconst<>+896(SB), Z1, Z1
+	VANDPS vconst<>+832(SB), Z1, Z1
 	VMOVAPS Z16, Z5
-	VFMADD231PS vconst<>+1280(SB), Z1, Z5
+	VFMADD231PS vconst<>+1216(SB), Z1, Z5
 	VDIVPS Z5, Z16, Z5
-	VMULPS vconst<>+1600(SB), Z6, Z1
-	VMOVUPS vconst<>+2240(SB), Z6
+	VMULPS vconst<>+1536(SB), Z6, Z1
+	VMOVUPS vconst<>+2176(SB), Z6
 	VFMADD213PS Z27, Z5, Z6
 	VFMADD213PS Z28, Z5, Z6
 	VFMADD213PS Z29, Z5, Z6
 	VFMADD213PS Z30, Z5, Z6
 	VFMADD213PS Z31, Z5, Z6
-	VFMADD213PS vconst<>+1856(SB), Z5, Z6
 	VFMADD213PS vconst<>+1792(SB), Z5, Z6
 	VFMADD213PS vconst<>+1728(SB), Z5, Z6
 	VFMADD213PS vconst<>+1664(SB), Z5, Z6
-	VFMADD231PS vconst<>+1600(SB), Z7, Z6
+	VFMADD213PS vconst<>+1600(SB), Z5, Z6
+	VFMADD231PS vconst<>+1536(SB), Z7, Z6
 	VADDPS Z6, Z1, Z2
 	VMULPS Z19, Z2, Z2
 	VRNDSCALEPS $0, Z2, Z2
 	VFNMADD231PS Z20, Z2, Z1
 	VFNMADD231PS Z21, Z2, Z1
 	VADDPS Z6, Z1, Z1
-	VMOVUPS vconst<>+320(SB), Z3
-	VFMADD213PS Z22, Z1, Z3
+	VMOVUPS Z22, Z3
 	VFMADD213PS Z23, Z1, Z3
 	VFMADD213PS Z24, Z1, Z3
 	VFMADD213PS Z25, Z1, Z3
@@ -2444,14 +2430,14 @@ erfloop:
 	VMULPS Z1, Z1, Z4
 	VFMADD213PS Z1, Z4, Z3
 	VADDPS Z16, Z3, Z3
-	VADDPS vconst<>+1408(SB), Z2, K1, Z2
+	VADDPS vconst<>+1344(SB), Z2, K1, Z2
 	VSCALEFPS Z2, Z3, Z3
-	VMULPS vconst<>+1344(SB), Z5, Z5
+	VMULPS vconst<>+1280(SB), Z5, Z5
 	VMULPS Z5, Z3, Z3
 	VSUBPS Z3, Z16, Z4
 	VMOVAPS Z3, K1, Z4
 	VMULPS Z4, Z0, Z0
-	VMULPS vconst<>+1536(SB), Z0, K1, Z0
+	VMULPS vconst<>+1472(SB), Z0, K1, Z0
 	VMOVAPS Z8, K2, Z0
 	VMOVUPS Z0, (DI)
 	ADDQ $64, DI
@@ -2470,24 +2456,23 @@ TEXT ·siluMulAVX512(SB), NOSPLIT, $0-24
 	SHRQ $4, CX
 	JZ done
 	VMOVUPS vconst<>+0(SB), Z16 // lo
-	VMOVUPS vconst<>+704(SB), Z17 // one
+	VMOVUPS vconst<>+640(SB), Z17 // one
 	VMOVUPS vconst<>+128(SB), Z18 // log2e
 	VMOVUPS vconst<>+192(SB), Z19 // c1
 	VMOVUPS vconst<>+256(SB), Z20 // c2
-	VMOVUPS vconst<>+320(SB), Z21 // p0
-	VMOVUPS vconst<>+384(SB), Z22 // p1
-	VMOVUPS vconst<>+448(SB), Z23 // p2
-	VMOVUPS vconst<>+512(SB), Z24 // p3
-	VMOVUPS vconst<>+576(SB), Z25 // p4
-	VMOVUPS vconst<>+640(SB), Z26 // p5
-	VMOVUPS vconst<>+768(SB), Z27 // gk
-	VMOVUPS vconst<>+832(SB), Z28 // gm2c
-	VMOVUPS vconst<>+960(SB), Z29 // sign
-	VMOVUPS vconst<>+896(SB), Z30 // abs
+	VMOVUPS vconst<>+320(SB), Z21 // p1
+	VMOVUPS vconst<>+384(SB), Z22 // p2
+	VMOVUPS vconst<>+448(SB), Z23 // p3
+	VMOVUPS vconst<>+512(SB), Z24 // p4
+	VMOVUPS vconst<>+576(SB), Z25 // p5
+	VMOVUPS vconst<>+704(SB), Z26 // gk
+	VMOVUPS vconst<>+768(SB), Z27 // gm2c
+	VMOVUPS vconst<>+896(SB), Z28 // sign
+	VMOVUPS vconst<>+832(SB), Z29 // abs
 loop:
 	VMOVUPS (DI), Z0
-	VORPS Z29, Z0, Z1
-	VPTESTMD Z29, Z0, K1
+	VORPS Z28, Z0, Z1
+	VPTESTMD Z28, Z0, K1
 	VMAXPS Z1, Z16, Z1
 	VMULPS Z18, Z1, Z2
 	VRNDSCALEPS $0, Z2, Z2
@@ -2498,14 +2483,13 @@ loop:
 	VFMADD213PS Z23, Z1, Z3
 	VFMADD213PS Z24, Z1, Z3
 	VFMADD213PS Z25, Z1, Z3
-	VFMADD213PS Z26, Z1, Z3
 	VMULPS Z1, Z1, Z4
 	VFMADD213PS Z1, Z4, Z3
 	VADDPS Z17, Z3, Z3
-	VADDPS vconst<>+1408(SB), Z2, K1, Z2
+	VADDPS vconst<>+1344(SB), Z2, K1, Z2
 	VSCALEFPS Z2, Z3, Z3
 	VMOVAPS Z17, Z4
-	VMOVUPS vconst<>+1472(SB), K1, Z4
+	VMOVUPS vconst<>+1408(SB), K1, Z4
 	VADDPS Z3, Z4, Z4
 	VMULPS Z3, Z0, K1, Z0
 	VDIVPS Z4, Z0, Z0
@@ -2548,20 +2532,19 @@ TEXT ·expShiftSumAVX512(SB), NOSPLIT, $0-28
 	MOVQ n+8(FP), CX
 	VBROADCASTSS shift+16(FP), Z5
 	VMOVUPS vconst<>+0(SB), Z16 // lo
-	VMOVUPS vconst<>+704(SB), Z17 // one
+	VMOVUPS vconst<>+640(SB), Z17 // one
 	VMOVUPS vconst<>+128(SB), Z18 // log2e
 	VMOVUPS vconst<>+192(SB), Z19 // c1
 	VMOVUPS vconst<>+256(SB), Z20 // c2
-	VMOVUPS vconst<>+320(SB), Z21 // p0
-	VMOVUPS vconst<>+384(SB), Z22 // p1
-	VMOVUPS vconst<>+448(SB), Z23 // p2
-	VMOVUPS vconst<>+512(SB), Z24 // p3
-	VMOVUPS vconst<>+576(SB), Z25 // p4
-	VMOVUPS vconst<>+640(SB), Z26 // p5
-	VMOVUPS vconst<>+768(SB), Z27 // gk
-	VMOVUPS vconst<>+832(SB), Z28 // gm2c
-	VMOVUPS vconst<>+960(SB), Z29 // sign
-	VMOVUPS vconst<>+896(SB), Z30 // abs
+	VMOVUPS vconst<>+320(SB), Z21 // p1
+	VMOVUPS vconst<>+384(SB), Z22 // p2
+	VMOVUPS vconst<>+448(SB), Z23 // p3
+	VMOVUPS vconst<>+512(SB), Z24 // p4
+	VMOVUPS vconst<>+576(SB), Z25 // p5
+	VMOVUPS vconst<>+704(SB), Z26 // gk
+	VMOVUPS vconst<>+768(SB), Z27 // gm2c
+	VMOVUPS vconst<>+896(SB), Z28 // sign
+	VMOVUPS vconst<>+832(SB), Z29 // abs
 	VPXORD Z6, Z6, Z6
 	VPXORD Z7, Z7, Z7
 	SHRQ $4, CX
@@ -2579,7 +2562,6 @@ loop:
 	VFMADD213PS Z23, Z1, Z3
 	VFMADD213PS Z24, Z1, Z3
 	VFMADD213PS Z25, Z1, Z3
-	VFMADD213PS Z26, Z1, Z3
 	VMULPS Z1, Z1, Z4
 	VFMADD213PS Z1, Z4, Z3
 	VADDPS Z17, Z3, Z3
@@ -2612,21 +2594,21 @@ TEXT ·actAVX2(SB), NOSPLIT, $0-24
 	CMPQ DX, $3
 	JEQ erf
 	VMOVUPS vconst<>+0(SB), Y9 // lo
-	VMOVUPS vconst<>+704(SB), Y10 // one
+	VMOVUPS vconst<>+640(SB), Y10 // one
 	VMOVUPS vconst<>+128(SB), Y11 // log2e
 	VMOVUPS vconst<>+192(SB), Y12 // c1
 	VMOVUPS vconst<>+256(SB), Y13 // c2
-	VMOVUPS vconst<>+320(SB), Y14 // p0
-	VMOVUPS vconst<>+384(SB), Y15 // p1
+	VMOVUPS vconst<>+320(SB), Y14 // p1
+	VMOVUPS vconst<>+384(SB), Y15 // p2
 	CMPQ DX, $2
 	JEQ silu
 gelu:
 	VMOVUPS (DI), Y0
-	VANDPS vconst<>+896(SB), Y0, Y1
+	VANDPS vconst<>+832(SB), Y0, Y1
 	VMULPS Y1, Y1, Y2
 	VMULPS Y1, Y2, Y2
-	VFMADD231PS vconst<>+768(SB), Y2, Y1
-	VMULPS vconst<>+832(SB), Y1, Y1
+	VFMADD231PS vconst<>+704(SB), Y2, Y1
+	VMULPS vconst<>+768(SB), Y1, Y1
 	VMAXPS Y1, Y9, Y1
 	VMULPS Y11, Y1, Y2
 	VROUNDPS $0, Y2, Y2
@@ -2637,12 +2619,11 @@ gelu:
 	VFMADD213PS vconst<>+448(SB), Y1, Y3
 	VFMADD213PS vconst<>+512(SB), Y1, Y3
 	VFMADD213PS vconst<>+576(SB), Y1, Y3
-	VFMADD213PS vconst<>+640(SB), Y1, Y3
 	VMULPS Y1, Y1, Y4
 	VFMADD213PS Y1, Y4, Y3
 	VADDPS Y10, Y3, Y3
 	VPSRAD $31, Y0, Y5
-	VANDPS vconst<>+1408(SB), Y5, Y5
+	VANDPS vconst<>+1344(SB), Y5, Y5
 	VADDPS Y5, Y2, Y2
 	VCMPPS $1, vconst<>+64(SB), Y2, Y4
 	VPTEST Y4, Y4
@@ -2652,19 +2633,19 @@ gelu:
 	VPADDD Y2, Y3, Y3
 	JMP expdone2
 expslow1:
-	VMAXPS vconst<>+1024(SB), Y2, Y2
+	VMAXPS vconst<>+960(SB), Y2, Y2
 	VCVTPS2DQ Y2, Y2
 	VPSRAD $1, Y2, Y4
 	VPSUBD Y4, Y2, Y2
-	VPADDD vconst<>+1088(SB), Y4, Y4
-	VPADDD vconst<>+1088(SB), Y2, Y2
+	VPADDD vconst<>+1024(SB), Y4, Y4
+	VPADDD vconst<>+1024(SB), Y2, Y2
 	VPSLLD $23, Y4, Y4
 	VPSLLD $23, Y2, Y2
 	VMULPS Y4, Y3, Y3
 	VMULPS Y2, Y3, Y3
 expdone2:
 	VMULPS Y3, Y0, Y5
-	VBLENDVPS Y0, vconst<>+1472(SB), Y10, Y4
+	VBLENDVPS Y0, vconst<>+1408(SB), Y10, Y4
 	VADDPS Y3, Y4, Y4
 	VBLENDVPS Y0, Y5, Y0, Y0
 	VDIVPS Y4, Y0, Y0
@@ -2675,7 +2656,7 @@ expdone2:
 	JMP done
 silu:
 	VMOVUPS (DI), Y0
-	VORPS vconst<>+960(SB), Y0, Y1
+	VORPS vconst<>+896(SB), Y0, Y1
 	VMAXPS Y1, Y9, Y1
 	VMULPS Y11, Y1, Y2
 	VROUNDPS $0, Y2, Y2
@@ -2686,12 +2667,11 @@ silu:
 	VFMADD213PS vconst<>+448(SB), Y1, Y3
 	VFMADD213PS vconst<>+512(SB), Y1, Y3
 	VFMADD213PS vconst<>+576(SB), Y1, Y3
-	VFMADD213PS vconst<>+640(SB), Y1, Y3
 	VMULPS Y1, Y1, Y4
 	VFMADD213PS Y1, Y4, Y3
 	VADDPS Y10, Y3, Y3
 	VPSRAD $31, Y0, Y5
-	VANDPS vconst<>+1408(SB), Y5, Y5
+	VANDPS vconst<>+1344(SB), Y5, Y5
 	VADDPS Y5, Y2, Y2
 	VCMPPS $1, vconst<>+64(SB), Y2, Y4
 	VPTEST Y4, Y4
@@ -2701,19 +2681,19 @@ silu:
 	VPADDD Y2, Y3, Y3
 	JMP expdone4
 expslow3:
-	VMAXPS vconst<>+1024(SB), Y2, Y2
+	VMAXPS vconst<>+960(SB), Y2, Y2
 	VCVTPS2DQ Y2, Y2
 	VPSRAD $1, Y2, Y4
 	VPSUBD Y4, Y2, Y2
-	VPADDD vconst<>+1088(SB), Y4, Y4
-	VPADDD vconst<>+1088(SB), Y2, Y2
+	VPADDD vconst<>+1024(SB), Y4, Y4
+	VPADDD vconst<>+1024(SB), Y2, Y2
 	VPSLLD $23, Y4, Y4
 	VPSLLD $23, Y2, Y2
 	VMULPS Y4, Y3, Y3
 	VMULPS Y2, Y3, Y3
 expdone4:
 	VMULPS Y3, Y0, Y5
-	VBLENDVPS Y0, vconst<>+1472(SB), Y10, Y4
+	VBLENDVPS Y0, vconst<>+1408(SB), Y10, Y4
 	VADDPS Y3, Y4, Y4
 	VBLENDVPS Y0, Y5, Y0, Y0
 	VDIVPS Y4, Y0, Y0
@@ -2723,39 +2703,38 @@ expdone4:
 	JNZ silu
 	JMP done
 erf:
-	VMOVUPS vconst<>+704(SB), Y9 // one
-	VMOVUPS vconst<>+1152(SB), Y10 // e16
-	VMOVUPS vconst<>+1216(SB), Y11 // em16
+	VMOVUPS vconst<>+640(SB), Y9 // one
+	VMOVUPS vconst<>+1088(SB), Y10 // e16
+	VMOVUPS vconst<>+1152(SB), Y11 // em16
 	VMOVUPS vconst<>+128(SB), Y12 // log2e
 	VMOVUPS vconst<>+192(SB), Y13 // c1
 	VMOVUPS vconst<>+256(SB), Y14 // c2
-	VMOVUPS vconst<>+384(SB), Y15 // p1
+	VMOVUPS vconst<>+320(SB), Y15 // p1
 erfloop:
 	VMOVUPS (DI), Y0
 	VMULPS Y0, Y0, Y1
-	VMOVUPS vconst<>+2752(SB), Y8
-	VFMADD213PS vconst<>+2688(SB), Y1, Y8
+	VMOVUPS vconst<>+2688(SB), Y8
 	VFMADD213PS vconst<>+2624(SB), Y1, Y8
 	VFMADD213PS vconst<>+2560(SB), Y1, Y8
 	VFMADD213PS vconst<>+2496(SB), Y1, Y8
 	VFMADD213PS vconst<>+2432(SB), Y1, Y8
 	VFMADD213PS vconst<>+2368(SB), Y1, Y8
 	VFMADD213PS vconst<>+2304(SB), Y1, Y8
+	VFMADD213PS vconst<>+2240(SB), Y1, Y8
 	VMULPS Y0, Y8, Y8
-	VMULPS vconst<>+1344(SB), Y0, Y2
+	VMULPS vconst<>+1280(SB), Y0, Y2
 	VFMADD213PS Y2, Y0, Y8
 	VMINPS Y0, Y10, Y1
 	VMAXPS Y1, Y11, Y1
 	VMULPS Y1, Y1, Y6
 	VMOVAPS Y6, Y7
 	VFMSUB231PS Y1, Y1, Y7
-	VANDPS vconst<>+896(SB), Y1, Y1
+	VANDPS vconst<>+832(SB), Y1, Y1
 	VMOVAPS Y9, Y5
-	VFMADD231PS vconst<>+1280(SB), Y1, Y5
+	VFMADD231PS vconst<>+1216(SB), Y1, Y5
 	VDIVPS Y5, Y9, Y5
-	VMULPS vconst<>+1600(SB), Y6, Y1
-	VMOVUPS vconst<>+2240(SB), Y6
-	VFMADD213PS vconst<>+2176(SB), Y5, Y6
+	VMULPS vconst<>+1536(SB), Y6, Y1
+	VMOVUPS vconst<>+2176(SB), Y6
 	VFMADD213PS vconst<>+2112(SB), Y5, Y6
 	VFMADD213PS vconst<>+2048(SB), Y5, Y6
 	VFMADD213PS vconst<>+1984(SB), Y5, Y6
@@ -2764,24 +2743,24 @@ erfloop:
 	VFMADD213PS vconst<>+1792(SB), Y5, Y6
 	VFMADD213PS vconst<>+1728(SB), Y5, Y6
 	VFMADD213PS vconst<>+1664(SB), Y5, Y6
-	VFMADD231PS vconst<>+1600(SB), Y7, Y6
+	VFMADD213PS vconst<>+1600(SB), Y5, Y6
+	VFMADD231PS vconst<>+1536(SB), Y7, Y6
 	VADDPS Y6, Y1, Y2
 	VMULPS Y12, Y2, Y2
 	VROUNDPS $0, Y2, Y2
 	VFNMADD231PS Y13, Y2, Y1
 	VFNMADD231PS Y14, Y2, Y1
 	VADDPS Y6, Y1, Y1
-	VMOVUPS vconst<>+320(SB), Y3
-	VFMADD213PS Y15, Y1, Y3
+	VMOVUPS Y15, Y3
+	VFMADD213PS vconst<>+384(SB), Y1, Y3
 	VFMADD213PS vconst<>+448(SB), Y1, Y3
 	VFMADD213PS vconst<>+512(SB), Y1, Y3
 	VFMADD213PS vconst<>+576(SB), Y1, Y3
-	VFMADD213PS vconst<>+640(SB), Y1, Y3
 	VMULPS Y1, Y1, Y4
 	VFMADD213PS Y1, Y4, Y3
 	VADDPS Y9, Y3, Y3
 	VPSRAD $31, Y0, Y7
-	VANDPS vconst<>+1408(SB), Y7, Y7
+	VANDPS vconst<>+1344(SB), Y7, Y7
 	VADDPS Y7, Y2, Y2
 	VCMPPS $1, vconst<>+64(SB), Y2, Y4
 	VPTEST Y4, Y4
@@ -2791,24 +2770,24 @@ erfloop:
 	VPADDD Y2, Y3, Y3
 	JMP expdone6
 expslow5:
-	VMAXPS vconst<>+1024(SB), Y2, Y2
+	VMAXPS vconst<>+960(SB), Y2, Y2
 	VCVTPS2DQ Y2, Y2
 	VPSRAD $1, Y2, Y4
 	VPSUBD Y4, Y2, Y2
-	VPADDD vconst<>+1088(SB), Y4, Y4
-	VPADDD vconst<>+1088(SB), Y2, Y2
+	VPADDD vconst<>+1024(SB), Y4, Y4
+	VPADDD vconst<>+1024(SB), Y2, Y2
 	VPSLLD $23, Y4, Y4
 	VPSLLD $23, Y2, Y2
 	VMULPS Y4, Y3, Y3
 	VMULPS Y2, Y3, Y3
 expdone6:
-	VMULPS vconst<>+1344(SB), Y5, Y5
+	VMULPS vconst<>+1280(SB), Y5, Y5
 	VMULPS Y5, Y3, Y3
 	VSUBPS Y3, Y9, Y4
-	VANDPS vconst<>+896(SB), Y0, Y1
+	VANDPS vconst<>+832(SB), Y0, Y1
 	VCMPPS $1, Y9, Y1, Y1
 	VBLENDVPS Y0, Y3, Y4, Y4
-	VBLENDVPS Y0, vconst<>+1536(SB), Y9, Y5
+	VBLENDVPS Y0, vconst<>+1472(SB), Y9, Y5
 	VMULPS Y4, Y0, Y0
 	VMULPS Y5, Y0, Y0
 	VBLENDVPS Y1, Y8, Y0, Y0
@@ -2829,15 +2808,15 @@ TEXT ·siluMulAVX2(SB), NOSPLIT, $0-24
 	SHRQ $3, CX
 	JZ done
 	VMOVUPS vconst<>+0(SB), Y9 // lo
-	VMOVUPS vconst<>+704(SB), Y10 // one
+	VMOVUPS vconst<>+640(SB), Y10 // one
 	VMOVUPS vconst<>+128(SB), Y11 // log2e
 	VMOVUPS vconst<>+192(SB), Y12 // c1
 	VMOVUPS vconst<>+256(SB), Y13 // c2
-	VMOVUPS vconst<>+320(SB), Y14 // p0
-	VMOVUPS vconst<>+384(SB), Y15 // p1
+	VMOVUPS vconst<>+320(SB), Y14 // p1
+	VMOVUPS vconst<>+384(SB), Y15 // p2
 loop:
 	VMOVUPS (DI), Y0
-	VORPS vconst<>+960(SB), Y0, Y1
+	VORPS vconst<>+896(SB), Y0, Y1
 	VMAXPS Y1, Y9, Y1
 	VMULPS Y11, Y1, Y2
 	VROUNDPS $0, Y2, Y2
@@ -2848,12 +2827,11 @@ loop:
 	VFMADD213PS vconst<>+448(SB), Y1, Y3
 	VFMADD213PS vconst<>+512(SB), Y1, Y3
 	VFMADD213PS vconst<>+576(SB), Y1, Y3
-	VFMADD213PS vconst<>+640(SB), Y1, Y3
 	VMULPS Y1, Y1, Y4
 	VFMADD213PS Y1, Y4, Y3
 	VADDPS Y10, Y3, Y3
 	VPSRAD $31, Y0, Y5
-	VANDPS vconst<>+1408(SB), Y5, Y5
+	VANDPS vconst<>+1344(SB), Y5, Y5
 	VADDPS Y5, Y2, Y2
 	VCMPPS $1, vconst<>+64(SB), Y2, Y4
 	VPTEST Y4, Y4
@@ -2863,19 +2841,19 @@ loop:
 	VPADDD Y2, Y3, Y3
 	JMP expdone8
 expslow7:
-	VMAXPS vconst<>+1024(SB), Y2, Y2
+	VMAXPS vconst<>+960(SB), Y2, Y2
 	VCVTPS2DQ Y2, Y2
 	VPSRAD $1, Y2, Y4
 	VPSUBD Y4, Y2, Y2
-	VPADDD vconst<>+1088(SB), Y4, Y4
-	VPADDD vconst<>+1088(SB), Y2, Y2
+	VPADDD vconst<>+1024(SB), Y4, Y4
+	VPADDD vconst<>+1024(SB), Y2, Y2
 	VPSLLD $23, Y4, Y4
 	VPSLLD $23, Y2, Y2
 	VMULPS Y4, Y3, Y3
 	VMULPS Y2, Y3, Y3
 expdone8:
 	VMULPS Y3, Y0, Y5
-	VBLENDVPS Y0, vconst<>+1472(SB), Y10, Y4
+	VBLENDVPS Y0, vconst<>+1408(SB), Y10, Y4
 	VADDPS Y3, Y4, Y4
 	VBLENDVPS Y0, Y5, Y0, Y0
 	VDIVPS Y4, Y0, Y0
@@ -2957,12 +2935,12 @@ TEXT ·expShiftSumAVX2(SB), NOSPLIT, $0-28
 	MOVQ n+8(FP), CX
 	VBROADCASTSS shift+16(FP), Y5
 	VMOVUPS vconst<>+0(SB), Y9 // lo
-	VMOVUPS vconst<>+704(SB), Y10 // one
+	VMOVUPS vconst<>+640(SB), Y10 // one
 	VMOVUPS vconst<>+128(SB), Y11 // log2e
 	VMOVUPS vconst<>+192(SB), Y12 // c1
 	VMOVUPS vconst<>+256(SB), Y13 // c2
-	VMOVUPS vconst<>+320(SB), Y14 // p0
-	VMOVUPS vconst<>+384(SB), Y15 // p1
+	VMOVUPS vconst<>+320(SB), Y14 // p1
+	VMOVUPS vconst<>+384(SB), Y15 // p2
 	VPXOR Y6, Y6, Y6
 	VPXOR Y7, Y7, Y7
 	SHRQ $4, CX
@@ -2980,7 +2958,6 @@ loop:
 	VFMADD213PS vconst<>+448(SB), Y1, Y3
 	VFMADD213PS vconst<>+512(SB), Y1, Y3
 	VFMADD213PS vconst<>+576(SB), Y1, Y3
-	VFMADD213PS vconst<>+640(SB), Y1, Y3
 	VMULPS Y1, Y1, Y4
 	VFMADD213PS Y1, Y4, Y3
 	VADDPS Y10, Y3, Y3
@@ -2992,12 +2969,12 @@ loop:
 	VPADDD Y2, Y3, Y3
 	JMP expdone10
 expslow9:
-	VMAXPS vconst<>+1024(SB), Y2, Y2
+	VMAXPS vconst<>+960(SB), Y2, Y2
 	VCVTPS2DQ Y2, Y2
 	VPSRAD $1, Y2, Y4
 	VPSUBD Y4, Y2, Y2
-	VPADDD vconst<>+1088(SB), Y4, Y4
-	VPADDD vconst<>+1088(SB), Y2, Y2
+	VPADDD vconst<>+1024(SB), Y4, Y4
+	VPADDD vconst<>+1024(SB), Y2, Y2
 	VPSLLD $23, Y4, Y4
 	VPSLLD $23, Y2, Y2
 	VMULPS Y4, Y3, Y3
@@ -3017,7 +2994,6 @@ expdone10:
 	VFMADD213PS vconst<>+448(SB), Y1, Y3
 	VFMADD213PS vconst<>+512(SB), Y1, Y3
 	VFMADD213PS vconst<>+576(SB), Y1, Y3
-	VFMADD213PS vconst<>+640(SB), Y1, Y3
 	VMULPS Y1, Y1, Y4
 	VFMADD213PS Y1, Y4, Y3
 	VADDPS Y10, Y3, Y3
@@ -3029,12 +3005,12 @@ expdone10:
 	VPADDD Y2, Y3, Y3
 	JMP expdone12
 expslow11:
-	VMAXPS vconst<>+1024(SB), Y2, Y2
+	VMAXPS vconst<>+960(SB), Y2, Y2
 	VCVTPS2DQ Y2, Y2
 	VPSRAD $1, Y2, Y4
 	VPSUBD Y4, Y2, Y2
-	VPADDD vconst<>+1088(SB), Y4, Y4
-	VPADDD vconst<>+1088(SB), Y2, Y2
+	VPADDD vconst<>+1024(SB), Y4, Y4
+	VPADDD vconst<>+1024(SB), Y2, Y2
 	VPSLLD $23, Y4, Y4
 	VPSLLD $23, Y2, Y2
 	VMULPS Y4, Y3, Y3
@@ -3063,12 +3039,12 @@ TEXT ·expShiftSumNormalAVX2(SB), NOSPLIT, $0-28
 	MOVQ n+8(FP), CX
 	VBROADCASTSS shift+16(FP), Y5
 	VMOVUPS vconst<>+0(SB), Y9 // lo
-	VMOVUPS vconst<>+704(SB), Y10 // one
+	VMOVUPS vconst<>+640(SB), Y10 // one
 	VMOVUPS vconst<>+128(SB), Y11 // log2e
 	VMOVUPS vconst<>+192(SB), Y12 // c1
 	VMOVUPS vconst<>+256(SB), Y13 // c2
-	VMOVUPS vconst<>+320(SB), Y14 // p0
-	VMOVUPS vconst<>+384(SB), Y15 // p1
+	VMOVUPS vconst<>+320(SB), Y14 // p1
+	VMOVUPS vconst<>+384(SB), Y15 // p2
 	VPXOR Y6, Y6, Y6
 	VPXOR Y7, Y7, Y7
 	SHRQ $4, CX
@@ -3085,7 +3061,6 @@ loop:
 	VFMADD213PS vconst<>+448(SB), Y1, Y3
 	VFMADD213PS vconst<>+512(SB), Y1, Y3
 	VFMADD213PS vconst<>+576(SB), Y1, Y3
-	VFMADD213PS vconst<>+640(SB), Y1, Y3
 	VMULPS Y1, Y1, Y4
 	VFMADD213PS Y1, Y4, Y3
 	VADDPS Y10, Y3, Y3
@@ -3105,7 +3080,6 @@ loop:
 	VFMADD213PS vconst<>+448(SB), Y1, Y3
 	VFMADD213PS vconst<>+512(SB), Y1, Y3
 	VFMADD213PS vconst<>+576(SB), Y1, Y3
-	VFMADD213PS vconst<>+640(SB), Y1, Y3
 	VMULPS Y1, Y1, Y4
 	VFMADD213PS Y1, Y4, Y3
 	VADDPS Y10, Y3, Y3

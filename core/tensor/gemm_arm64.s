@@ -753,162 +753,158 @@ DATA vconstN<>+56(SB)/8, $0x3f3180003f318000
 DATA vconstN<>+64(SB)/8, $0xb95e8083b95e8083
 DATA vconstN<>+72(SB)/8, $0xb95e8083b95e8083
 
-// p0 = 0.00019875691
-DATA vconstN<>+80(SB)/8, $0x3950696739506967
-DATA vconstN<>+88(SB)/8, $0x3950696739506967
+// p1 = 0.0013811642
+DATA vconstN<>+80(SB)/8, $0x3ab5082e3ab5082e
+DATA vconstN<>+88(SB)/8, $0x3ab5082e3ab5082e
 
-// p1 = 0.0013981999
-DATA vconstN<>+96(SB)/8, $0x3ab743ce3ab743ce
-DATA vconstN<>+104(SB)/8, $0x3ab743ce3ab743ce
+// p2 = 0.008370133
+DATA vconstN<>+96(SB)/8, $0x3c0922e23c0922e2
+DATA vconstN<>+104(SB)/8, $0x3c0922e23c0922e2
 
-// p2 = 0.008333452
-DATA vconstN<>+112(SB)/8, $0x3c0889083c088908
-DATA vconstN<>+120(SB)/8, $0x3c0889083c088908
+// p3 = 0.041668527
+DATA vconstN<>+112(SB)/8, $0x3d2aac9e3d2aac9e
+DATA vconstN<>+120(SB)/8, $0x3d2aac9e3d2aac9e
 
-// p3 = 0.041665796
-DATA vconstN<>+128(SB)/8, $0x3d2aa9c13d2aa9c1
-DATA vconstN<>+136(SB)/8, $0x3d2aa9c13d2aa9c1
+// p4 = 0.16666509
+DATA vconstN<>+128(SB)/8, $0x3e2aaa413e2aaa41
+DATA vconstN<>+136(SB)/8, $0x3e2aaa413e2aaa41
 
-// p4 = 0.16666666
-DATA vconstN<>+144(SB)/8, $0x3e2aaaaa3e2aaaaa
-DATA vconstN<>+152(SB)/8, $0x3e2aaaaa3e2aaaaa
-
-// p5 = 0.5
-DATA vconstN<>+160(SB)/8, $0x3f0000003f000000
-DATA vconstN<>+168(SB)/8, $0x3f0000003f000000
+// p5 = 0.49999994
+DATA vconstN<>+144(SB)/8, $0x3efffffe3efffffe
+DATA vconstN<>+152(SB)/8, $0x3efffffe3efffffe
 
 // one = 1
-DATA vconstN<>+176(SB)/8, $0x3f8000003f800000
-DATA vconstN<>+184(SB)/8, $0x3f8000003f800000
+DATA vconstN<>+160(SB)/8, $0x3f8000003f800000
+DATA vconstN<>+168(SB)/8, $0x3f8000003f800000
 
 // gk = 0.044715
-DATA vconstN<>+192(SB)/8, $0x3d3727133d372713
-DATA vconstN<>+200(SB)/8, $0x3d3727133d372713
+DATA vconstN<>+176(SB)/8, $0x3d3727133d372713
+DATA vconstN<>+184(SB)/8, $0x3d3727133d372713
 
 // gm2c = -1.5957692
-DATA vconstN<>+208(SB)/8, $0xbfcc422abfcc422a
-DATA vconstN<>+216(SB)/8, $0xbfcc422abfcc422a
+DATA vconstN<>+192(SB)/8, $0xbfcc422abfcc422a
+DATA vconstN<>+200(SB)/8, $0xbfcc422abfcc422a
 
 // abs = 0x7fffffff
-DATA vconstN<>+224(SB)/8, $0x7fffffff7fffffff
-DATA vconstN<>+232(SB)/8, $0x7fffffff7fffffff
+DATA vconstN<>+208(SB)/8, $0x7fffffff7fffffff
+DATA vconstN<>+216(SB)/8, $0x7fffffff7fffffff
 
 // sign = 0x80000000
-DATA vconstN<>+240(SB)/8, $0x8000000080000000
-DATA vconstN<>+248(SB)/8, $0x8000000080000000
+DATA vconstN<>+224(SB)/8, $0x8000000080000000
+DATA vconstN<>+232(SB)/8, $0x8000000080000000
 
 // nm160 = -160
-DATA vconstN<>+256(SB)/8, $0xc3200000c3200000
-DATA vconstN<>+264(SB)/8, $0xc3200000c3200000
+DATA vconstN<>+240(SB)/8, $0xc3200000c3200000
+DATA vconstN<>+248(SB)/8, $0xc3200000c3200000
 
 // bias = 0x0000007f
-DATA vconstN<>+272(SB)/8, $0x0000007f0000007f
-DATA vconstN<>+280(SB)/8, $0x0000007f0000007f
+DATA vconstN<>+256(SB)/8, $0x0000007f0000007f
+DATA vconstN<>+264(SB)/8, $0x0000007f0000007f
 
 // e16 = 16
-DATA vconstN<>+288(SB)/8, $0x4180000041800000
-DATA vconstN<>+296(SB)/8, $0x4180000041800000
+DATA vconstN<>+272(SB)/8, $0x4180000041800000
+DATA vconstN<>+280(SB)/8, $0x4180000041800000
 
 // em16 = -16
-DATA vconstN<>+304(SB)/8, $0xc1800000c1800000
-DATA vconstN<>+312(SB)/8, $0xc1800000c1800000
+DATA vconstN<>+288(SB)/8, $0xc1800000c1800000
+DATA vconstN<>+296(SB)/8, $0xc1800000c1800000
 
 // ek = 0.35355338
-DATA vconstN<>+320(SB)/8, $0x3eb504f33eb504f3
-DATA vconstN<>+328(SB)/8, $0x3eb504f33eb504f3
+DATA vconstN<>+304(SB)/8, $0x3eb504f33eb504f3
+DATA vconstN<>+312(SB)/8, $0x3eb504f33eb504f3
 
 // half = 0.5
-DATA vconstN<>+336(SB)/8, $0x3f0000003f000000
-DATA vconstN<>+344(SB)/8, $0x3f0000003f000000
+DATA vconstN<>+320(SB)/8, $0x3f0000003f000000
+DATA vconstN<>+328(SB)/8, $0x3f0000003f000000
 
 // c24 = 24
-DATA vconstN<>+352(SB)/8, $0x41c0000041c00000
-DATA vconstN<>+360(SB)/8, $0x41c0000041c00000
+DATA vconstN<>+336(SB)/8, $0x41c0000041c00000
+DATA vconstN<>+344(SB)/8, $0x41c0000041c00000
 
 // c2p24 = 1.6777216e+07
-DATA vconstN<>+368(SB)/8, $0x4b8000004b800000
-DATA vconstN<>+376(SB)/8, $0x4b8000004b800000
+DATA vconstN<>+352(SB)/8, $0x4b8000004b800000
+DATA vconstN<>+360(SB)/8, $0x4b8000004b800000
 
 // c2m24 = 5.9604645e-08
-DATA vconstN<>+384(SB)/8, $0x3380000033800000
-DATA vconstN<>+392(SB)/8, $0x3380000033800000
+DATA vconstN<>+368(SB)/8, $0x3380000033800000
+DATA vconstN<>+376(SB)/8, $0x3380000033800000
 
 // mhalf = -0.5
-DATA vconstN<>+400(SB)/8, $0xbf000000bf000000
-DATA vconstN<>+408(SB)/8, $0xbf000000bf000000
+DATA vconstN<>+384(SB)/8, $0xbf000000bf000000
+DATA vconstN<>+392(SB)/8, $0xbf000000bf000000
 
 // e0 = -1.2655122
-DATA vconstN<>+416(SB)/8, $0xbfa1fc4ebfa1fc4e
-DATA vconstN<>+424(SB)/8, $0xbfa1fc4ebfa1fc4e
+DATA vconstN<>+400(SB)/8, $0xbfa1fc4ebfa1fc4e
+DATA vconstN<>+408(SB)/8, $0xbfa1fc4ebfa1fc4e
 
 // e1 = 1.0000237
-DATA vconstN<>+432(SB)/8, $0x3f8000c73f8000c7
-DATA vconstN<>+440(SB)/8, $0x3f8000c73f8000c7
+DATA vconstN<>+416(SB)/8, $0x3f8000c73f8000c7
+DATA vconstN<>+424(SB)/8, $0x3f8000c73f8000c7
 
 // e2 = 0.37409195
-DATA vconstN<>+448(SB)/8, $0x3ebf88fb3ebf88fb
-DATA vconstN<>+456(SB)/8, $0x3ebf88fb3ebf88fb
+DATA vconstN<>+432(SB)/8, $0x3ebf88fb3ebf88fb
+DATA vconstN<>+440(SB)/8, $0x3ebf88fb3ebf88fb
 
 // e3 = 0.09678418
-DATA vconstN<>+464(SB)/8, $0x3dc636c93dc636c9
-DATA vconstN<>+472(SB)/8, $0x3dc636c93dc636c9
+DATA vconstN<>+448(SB)/8, $0x3dc636c93dc636c9
+DATA vconstN<>+456(SB)/8, $0x3dc636c93dc636c9
 
 // e4 = -0.18628806
-DATA vconstN<>+480(SB)/8, $0xbe3ec24cbe3ec24c
-DATA vconstN<>+488(SB)/8, $0xbe3ec24cbe3ec24c
+DATA vconstN<>+464(SB)/8, $0xbe3ec24cbe3ec24c
+DATA vconstN<>+472(SB)/8, $0xbe3ec24cbe3ec24c
 
 // e5 = 0.27886808
-DATA vconstN<>+496(SB)/8, $0x3e8ec7cc3e8ec7cc
-DATA vconstN<>+504(SB)/8, $0x3e8ec7cc3e8ec7cc
+DATA vconstN<>+480(SB)/8, $0x3e8ec7cc3e8ec7cc
+DATA vconstN<>+488(SB)/8, $0x3e8ec7cc3e8ec7cc
 
 // e6 = -1.135204
-DATA vconstN<>+512(SB)/8, $0xbf914e5dbf914e5d
-DATA vconstN<>+520(SB)/8, $0xbf914e5dbf914e5d
+DATA vconstN<>+496(SB)/8, $0xbf914e5dbf914e5d
+DATA vconstN<>+504(SB)/8, $0xbf914e5dbf914e5d
 
 // e7 = 1.4885159
-DATA vconstN<>+528(SB)/8, $0x3fbe87b03fbe87b0
-DATA vconstN<>+536(SB)/8, $0x3fbe87b03fbe87b0
+DATA vconstN<>+512(SB)/8, $0x3fbe87b03fbe87b0
+DATA vconstN<>+520(SB)/8, $0x3fbe87b03fbe87b0
 
 // e8 = -0.82215226
-DATA vconstN<>+544(SB)/8, $0xbf527892bf527892
-DATA vconstN<>+552(SB)/8, $0xbf527892bf527892
+DATA vconstN<>+528(SB)/8, $0xbf527892bf527892
+DATA vconstN<>+536(SB)/8, $0xbf527892bf527892
 
 // e9 = 0.17087276
-DATA vconstN<>+560(SB)/8, $0x3e2ef9453e2ef945
-DATA vconstN<>+568(SB)/8, $0x3e2ef9453e2ef945
+DATA vconstN<>+544(SB)/8, $0x3e2ef9453e2ef945
+DATA vconstN<>+552(SB)/8, $0x3e2ef9453e2ef945
 
 // s0 = 0.3989423
-DATA vconstN<>+576(SB)/8, $0x3ecc422a3ecc422a
-DATA vconstN<>+584(SB)/8, $0x3ecc422a3ecc422a
+DATA vconstN<>+560(SB)/8, $0x3ecc422a3ecc422a
+DATA vconstN<>+568(SB)/8, $0x3ecc422a3ecc422a
 
 // s1 = -0.06649038
-DATA vconstN<>+592(SB)/8, $0xbd882c1cbd882c1c
-DATA vconstN<>+600(SB)/8, $0xbd882c1cbd882c1c
+DATA vconstN<>+576(SB)/8, $0xbd882c1cbd882c1c
+DATA vconstN<>+584(SB)/8, $0xbd882c1cbd882c1c
 
 // s2 = 0.009973557
-DATA vconstN<>+608(SB)/8, $0x3c2368213c236821
-DATA vconstN<>+616(SB)/8, $0x3c2368213c236821
+DATA vconstN<>+592(SB)/8, $0x3c2368213c236821
+DATA vconstN<>+600(SB)/8, $0x3c2368213c236821
 
 // s3 = -0.0011873282
-DATA vconstN<>+624(SB)/8, $0xba9ba020ba9ba020
-DATA vconstN<>+632(SB)/8, $0xba9ba020ba9ba020
+DATA vconstN<>+608(SB)/8, $0xba9ba020ba9ba020
+DATA vconstN<>+616(SB)/8, $0xba9ba020ba9ba020
 
 // s4 = 0.00011543469
-DATA vconstN<>+640(SB)/8, $0x38f2158738f21587
-DATA vconstN<>+648(SB)/8, $0x38f2158738f21587
+DATA vconstN<>+624(SB)/8, $0x38f2158738f21587
+DATA vconstN<>+632(SB)/8, $0x38f2158738f21587
 
 // s5 = -9.444656e-06
-DATA vconstN<>+656(SB)/8, $0xb71e747db71e747d
-DATA vconstN<>+664(SB)/8, $0xb71e747db71e747d
+DATA vconstN<>+640(SB)/8, $0xb71e747db71e747d
+DATA vconstN<>+648(SB)/8, $0xb71e747db71e747d
 
 // s6 = 6.6596937e-07
-DATA vconstN<>+672(SB)/8, $0x3532c5113532c511
-DATA vconstN<>+680(SB)/8, $0x3532c5113532c511
+DATA vconstN<>+656(SB)/8, $0x3532c5113532c511
+DATA vconstN<>+664(SB)/8, $0x3532c5113532c511
 
 // s7 = -4.1226674e-08
-DATA vconstN<>+688(SB)/8, $0xb3311135b3311135
-DATA vconstN<>+696(SB)/8, $0xb3311135b3311135
-GLOBL vconstN<>(SB), RODATA|NOPTR, $704
+DATA vconstN<>+672(SB)/8, $0xb3311135b3311135
+DATA vconstN<>+680(SB)/8, $0xb3311135b3311135
+GLOBL vconstN<>(SB), RODATA|NOPTR, $688
 
 // func actNEON(x *float32, n, kind int)
 TEXT ·actNEON(SB), NOSPLIT, $0-24
@@ -921,33 +917,32 @@ TEXT ·actNEON(SB), NOSPLIT, $0-24
 	BEQ erf
 	MOVD $vconstN<>(SB), R10
 	FMOVQ 0(R10), F11 // lo
-	FMOVQ 176(R10), F12 // one
+	FMOVQ 160(R10), F12 // one
 	FMOVQ 32(R10), F13 // log2e
 	FMOVQ 48(R10), F14 // c1
 	FMOVQ 64(R10), F15 // c2
-	FMOVQ 80(R10), F16 // p0
-	FMOVQ 96(R10), F17 // p1
-	FMOVQ 112(R10), F18 // p2
-	FMOVQ 128(R10), F19 // p3
-	FMOVQ 144(R10), F20 // p4
-	FMOVQ 160(R10), F21 // p5
-	FMOVQ 192(R10), F22 // gk
-	FMOVQ 208(R10), F23 // gm2c
-	FMOVQ 240(R10), F24 // sign
-	FMOVQ 224(R10), F25 // abs
-	FMOVQ 352(R10), F26 // c24
-	FMOVQ 368(R10), F27 // c2p24
-	FMOVQ 256(R10), F28 // nm160
-	FMOVQ 272(R10), F29 // bias
+	FMOVQ 80(R10), F16 // p1
+	FMOVQ 96(R10), F17 // p2
+	FMOVQ 112(R10), F18 // p3
+	FMOVQ 128(R10), F19 // p4
+	FMOVQ 144(R10), F20 // p5
+	FMOVQ 176(R10), F21 // gk
+	FMOVQ 192(R10), F22 // gm2c
+	FMOVQ 224(R10), F23 // sign
+	FMOVQ 208(R10), F24 // abs
+	FMOVQ 336(R10), F25 // c24
+	FMOVQ 352(R10), F26 // c2p24
+	FMOVQ 240(R10), F27 // nm160
+	FMOVQ 256(R10), F28 // bias
 	CMP $2, R2
 	BEQ silu
 gelu:
 	VLD1 (R0), [V0.S4]
-	VAND V25.B16, V0.B16, V1.B16
+	VAND V24.B16, V0.B16, V1.B16
 	WORD $0x6e21dc22 // fmul v2.4s, v1.4s, v1.4s
 	WORD $0x6e21dc42 // fmul v2.4s, v2.4s, v1.4s
-	WORD $0x4e36cc41 // fmla v1.4s, v2.4s, v22.4s
-	WORD $0x6e37dc21 // fmul v1.4s, v1.4s, v23.4s
+	WORD $0x4e35cc41 // fmla v1.4s, v2.4s, v21.4s
+	WORD $0x6e36dc21 // fmul v1.4s, v1.4s, v22.4s
 	WORD $0x4ea0a806 // cmlt v6.4s, v0.4s, #0
 	WORD $0x4e2bf421 // fmax v1.4s, v1.4s, v11.4s
 	WORD $0x6e2ddc22 // fmul v2.4s, v1.4s, v13.4s
@@ -963,26 +958,24 @@ gelu:
 	WORD $0x4e21cc64 // fmla v4.4s, v3.4s, v1.4s
 	VMOV V20.B16, V3.B16
 	WORD $0x4e21cc83 // fmla v3.4s, v4.4s, v1.4s
-	VMOV V21.B16, V4.B16
-	WORD $0x4e21cc64 // fmla v4.4s, v3.4s, v1.4s
-	WORD $0x6e21dc23 // fmul v3.4s, v1.4s, v1.4s
-	WORD $0x4e23cc81 // fmla v1.4s, v4.4s, v3.4s
+	WORD $0x6e21dc24 // fmul v4.4s, v1.4s, v1.4s
+	WORD $0x4e24cc61 // fmla v1.4s, v3.4s, v4.4s
 	WORD $0x4e2cd423 // fadd v3.4s, v1.4s, v12.4s
-	VAND V26.B16, V6.B16, V5.B16
+	VAND V25.B16, V6.B16, V5.B16
 	WORD $0x4e25d442 // fadd v2.4s, v2.4s, v5.4s
-	WORD $0x4e3cf442 // fmax v2.4s, v2.4s, v28.4s
+	WORD $0x4e3bf442 // fmax v2.4s, v2.4s, v27.4s
 	WORD $0x4ea1b842 // fcvtzs v2.4s, v2.4s
 	WORD $0x4f3f0444 // sshr v4.4s, v2.4s, #1
 	VSUB V4.S4, V2.S4, V2.S4
-	VADD V29.S4, V4.S4, V4.S4
-	VADD V29.S4, V2.S4, V2.S4
+	VADD V28.S4, V4.S4, V4.S4
+	VADD V28.S4, V2.S4, V2.S4
 	VSHL $23, V4.S4, V4.S4
 	VSHL $23, V2.S4, V2.S4
 	WORD $0x6e24dc63 // fmul v3.4s, v3.4s, v4.4s
 	WORD $0x6e22dc63 // fmul v3.4s, v3.4s, v2.4s
 	WORD $0x6e20dc65 // fmul v5.4s, v3.4s, v0.4s
 	VMOV V6.B16, V4.B16
-	VBSL V12.B16, V27.B16, V4.B16
+	VBSL V12.B16, V26.B16, V4.B16
 	WORD $0x4e23d484 // fadd v4.4s, v4.4s, v3.4s
 	VBIT V6.B16, V5.B16, V0.B16
 	WORD $0x6e24fc00 // fdiv v0.4s, v0.4s, v4.4s
@@ -992,7 +985,7 @@ gelu:
 	RET
 silu:
 	VLD1 (R0), [V0.S4]
-	VORR V24.B16, V0.B16, V1.B16
+	VORR V23.B16, V0.B16, V1.B16
 	WORD $0x4ea0a806 // cmlt v6.4s, v0.4s, #0
 	WORD $0x4e2bf421 // fmax v1.4s, v1.4s, v11.4s
 	WORD $0x6e2ddc22 // fmul v2.4s, v1.4s, v13.4s
@@ -1008,26 +1001,24 @@ silu:
 	WORD $0x4e21cc64 // fmla v4.4s, v3.4s, v1.4s
 	VMOV V20.B16, V3.B16
 	WORD $0x4e21cc83 // fmla v3.4s, v4.4s, v1.4s
-	VMOV V21.B16, V4.B16
-	WORD $0x4e21cc64 // fmla v4.4s, v3.4s, v1.4s
-	WORD $0x6e21dc23 // fmul v3.4s, v1.4s, v1.4s
-	WORD $0x4e23cc81 // fmla v1.4s, v4.4s, v3.4s
+	WORD $0x6e21dc24 // fmul v4.4s, v1.4s, v1.4s
+	WORD $0x4e24cc61 // fmla v1.4s, v3.4s, v4.4s
 	WORD $0x4e2cd423 // fadd v3.4s, v1.4s, v12.4s
-	VAND V26.B16, V6.B16, V5.B16
+	VAND V25.B16, V6.B16, V5.B16
 	WORD $0x4e25d442 // fadd v2.4s, v2.4s, v5.4s
-	WORD $0x4e3cf442 // fmax v2.4s, v2.4s, v28.4s
+	WORD $0x4e3bf442 // fmax v2.4s, v2.4s, v27.4s
 	WORD $0x4ea1b842 // fcvtzs v2.4s, v2.4s
 	WORD $0x4f3f0444 // sshr v4.4s, v2.4s, #1
 	VSUB V4.S4, V2.S4, V2.S4
-	VADD V29.S4, V4.S4, V4.S4
-	VADD V29.S4, V2.S4, V2.S4
+	VADD V28.S4, V4.S4, V4.S4
+	VADD V28.S4, V2.S4, V2.S4
 	VSHL $23, V4.S4, V4.S4
 	VSHL $23, V2.S4, V2.S4
 	WORD $0x6e24dc63 // fmul v3.4s, v3.4s, v4.4s
 	WORD $0x6e22dc63 // fmul v3.4s, v3.4s, v2.4s
 	WORD $0x6e20dc65 // fmul v5.4s, v3.4s, v0.4s
 	VMOV V6.B16, V4.B16
-	VBSL V12.B16, V27.B16, V4.B16
+	VBSL V12.B16, V26.B16, V4.B16
 	WORD $0x4e23d484 // fadd v4.4s, v4.4s, v3.4s
 	VBIT V6.B16, V5.B16, V0.B16
 	WORD $0x6e24fc00 // fdiv v0.4s, v0.4s, v4.4s
@@ -1037,43 +1028,42 @@ silu:
 	RET
 erf:
 	MOVD $vconstN<>(SB), R10
-	FMOVQ 176(R10), F11 // one
-	FMOVQ 288(R10), F12 // e16
-	FMOVQ 304(R10), F13 // em16
-	FMOVQ 224(R10), F14 // abs
-	FMOVQ 320(R10), F15 // ek
-	FMOVQ 400(R10), F16 // mhalf
-	FMOVQ 336(R10), F17 // half
+	FMOVQ 160(R10), F11 // one
+	FMOVQ 272(R10), F12 // e16
+	FMOVQ 288(R10), F13 // em16
+	FMOVQ 208(R10), F14 // abs
+	FMOVQ 304(R10), F15 // ek
+	FMOVQ 384(R10), F16 // mhalf
+	FMOVQ 320(R10), F17 // half
 	FMOVQ 32(R10), F18 // log2e
 	FMOVQ 48(R10), F19 // c1
 	FMOVQ 64(R10), F20 // c2
-	FMOVQ 352(R10), F21 // c24
-	FMOVQ 384(R10), F22 // c2m24
-	FMOVQ 256(R10), F23 // nm160
-	FMOVQ 272(R10), F24 // bias
-	FMOVQ 80(R10), F25 // p0
-	FMOVQ 96(R10), F26 // p1
-	FMOVQ 112(R10), F27 // p2
-	FMOVQ 128(R10), F28 // p3
-	FMOVQ 144(R10), F29 // p4
-	FMOVQ 160(R10), F30 // p5
+	FMOVQ 336(R10), F21 // c24
+	FMOVQ 368(R10), F22 // c2m24
+	FMOVQ 240(R10), F23 // nm160
+	FMOVQ 256(R10), F24 // bias
+	FMOVQ 80(R10), F25 // p1
+	FMOVQ 96(R10), F26 // p2
+	FMOVQ 112(R10), F27 // p3
+	FMOVQ 128(R10), F28 // p4
+	FMOVQ 144(R10), F29 // p5
 erfloop:
 	VLD1 (R0), [V0.S4]
 	WORD $0x6e20dc01 // fmul v1.4s, v0.4s, v0.4s
-	FMOVQ 688(R10), F8 // s7
-	FMOVQ 672(R10), F7 // s6
+	FMOVQ 672(R10), F8 // s7
+	FMOVQ 656(R10), F7 // s6
 	WORD $0x4e21cd07 // fmla v7.4s, v8.4s, v1.4s
-	FMOVQ 656(R10), F8 // s5
+	FMOVQ 640(R10), F8 // s5
 	WORD $0x4e21cce8 // fmla v8.4s, v7.4s, v1.4s
-	FMOVQ 640(R10), F7 // s4
+	FMOVQ 624(R10), F7 // s4
 	WORD $0x4e21cd07 // fmla v7.4s, v8.4s, v1.4s
-	FMOVQ 624(R10), F8 // s3
+	FMOVQ 608(R10), F8 // s3
 	WORD $0x4e21cce8 // fmla v8.4s, v7.4s, v1.4s
-	FMOVQ 608(R10), F7 // s2
+	FMOVQ 592(R10), F7 // s2
 	WORD $0x4e21cd07 // fmla v7.4s, v8.4s, v1.4s
-	FMOVQ 592(R10), F8 // s1
+	FMOVQ 576(R10), F8 // s1
 	WORD $0x4e21cce8 // fmla v8.4s, v7.4s, v1.4s
-	FMOVQ 576(R10), F7 // s0
+	FMOVQ 560(R10), F7 // s0
 	WORD $0x4e21cd07 // fmla v7.4s, v8.4s, v1.4s
 	WORD $0x6e20dce7 // fmul v7.4s, v7.4s, v0.4s
 	WORD $0x6e31dc08 // fmul v8.4s, v0.4s, v17.4s
@@ -1088,24 +1078,24 @@ erfloop:
 	WORD $0x4e2fcc25 // fmla v5.4s, v1.4s, v15.4s
 	WORD $0x6e25fd65 // fdiv v5.4s, v11.4s, v5.4s
 	WORD $0x6e30dcc1 // fmul v1.4s, v6.4s, v16.4s
-	FMOVQ 560(R10), F4 // e9
-	FMOVQ 544(R10), F6 // e8
+	FMOVQ 544(R10), F4 // e9
+	FMOVQ 528(R10), F6 // e8
 	WORD $0x4e25cc86 // fmla v6.4s, v4.4s, v5.4s
-	FMOVQ 528(R10), F4 // e7
+	FMOVQ 512(R10), F4 // e7
 	WORD $0x4e25ccc4 // fmla v4.4s, v6.4s, v5.4s
-	FMOVQ 512(R10), F6 // e6
+	FMOVQ 496(R10), F6 // e6
 	WORD $0x4e25cc86 // fmla v6.4s, v4.4s, v5.4s
-	FMOVQ 496(R10), F4 // e5
+	FMOVQ 480(R10), F4 // e5
 	WORD $0x4e25ccc4 // fmla v4.4s, v6.4s, v5.4s
-	FMOVQ 480(R10), F6 // e4
+	FMOVQ 464(R10), F6 // e4
 	WORD $0x4e25cc86 // fmla v6.4s, v4.4s, v5.4s
-	FMOVQ 464(R10), F4 // e3
+	FMOVQ 448(R10), F4 // e3
 	WORD $0x4e25ccc4 // fmla v4.4s, v6.4s, v5.4s
-	FMOVQ 448(R10), F6 // e2
+	FMOVQ 432(R10), F6 // e2
 	WORD $0x4e25cc86 // fmla v6.4s, v4.4s, v5.4s
-	FMOVQ 432(R10), F4 // e1
+	FMOVQ 416(R10), F4 // e1
 	WORD $0x4e25ccc4 // fmla v4.4s, v6.4s, v5.4s
-	FMOVQ 416(R10), F6 // e0
+	FMOVQ 400(R10), F6 // e0
 	WORD $0x4e25cc86 // fmla v6.4s, v4.4s, v5.4s
 	WORD $0x4e30cce6 // fmla v6.4s, v7.4s, v16.4s
 	WORD $0x4ea0a809 // cmlt v9.4s, v0.4s, #0
@@ -1124,10 +1114,8 @@ erfloop:
 	WORD $0x4e21cc64 // fmla v4.4s, v3.4s, v1.4s
 	VMOV V29.B16, V3.B16
 	WORD $0x4e21cc83 // fmla v3.4s, v4.4s, v1.4s
-	VMOV V30.B16, V4.B16
-	WORD $0x4e21cc64 // fmla v4.4s, v3.4s, v1.4s
-	WORD $0x6e21dc23 // fmul v3.4s, v1.4s, v1.4s
-	WORD $0x4e23cc81 // fmla v1.4s, v4.4s, v3.4s
+	WORD $0x6e21dc24 // fmul v4.4s, v1.4s, v1.4s
+	WORD $0x4e24cc61 // fmla v1.4s, v3.4s, v4.4s
 	WORD $0x4e2bd423 // fadd v3.4s, v1.4s, v11.4s
 	VAND V21.B16, V9.B16, V7.B16
 	WORD $0x4e27d442 // fadd v2.4s, v2.4s, v7.4s
@@ -1168,27 +1156,26 @@ TEXT ·siluMulNEON(SB), NOSPLIT, $0-24
 	CBZ R1, done
 	MOVD $vconstN<>(SB), R10
 	FMOVQ 0(R10), F11 // lo
-	FMOVQ 176(R10), F12 // one
+	FMOVQ 160(R10), F12 // one
 	FMOVQ 32(R10), F13 // log2e
 	FMOVQ 48(R10), F14 // c1
 	FMOVQ 64(R10), F15 // c2
-	FMOVQ 80(R10), F16 // p0
-	FMOVQ 96(R10), F17 // p1
-	FMOVQ 112(R10), F18 // p2
-	FMOVQ 128(R10), F19 // p3
-	FMOVQ 144(R10), F20 // p4
-	FMOVQ 160(R10), F21 // p5
-	FMOVQ 192(R10), F22 // gk
-	FMOVQ 208(R10), F23 // gm2c
-	FMOVQ 240(R10), F24 // sign
-	FMOVQ 224(R10), F25 // abs
-	FMOVQ 352(R10), F26 // c24
-	FMOVQ 368(R10), F27 // c2p24
-	FMOVQ 256(R10), F28 // nm160
-	FMOVQ 272(R10), F29 // bias
+	FMOVQ 80(R10), F16 // p1
+	FMOVQ 96(R10), F17 // p2
+	FMOVQ 112(R10), F18 // p3
+	FMOVQ 128(R10), F19 // p4
+	FMOVQ 144(R10), F20 // p5
+	FMOVQ 176(R10), F21 // gk
+	FMOVQ 192(R10), F22 // gm2c
+	FMOVQ 224(R10), F23 // sign
+	FMOVQ 208(R10), F24 // abs
+	FMOVQ 336(R10), F25 // c24
+	FMOVQ 352(R10), F26 // c2p24
+	FMOVQ 240(R10), F27 // nm160
+	FMOVQ 256(R10), F28 // bias
 loop:
 	VLD1 (R0), [V0.S4]
-	VORR V24.B16, V0.B16, V1.B16
+	VORR V23.B16, V0.B16, V1.B16
 	WORD $0x4ea0a806 // cmlt v6.4s, v0.4s, #0
 	WORD $0x4e2bf421 // fmax v1.4s, v1.4s, v11.4s
 	WORD $0x6e2ddc22 // fmul v2.4s, v1.4s, v13.4s
@@ -1204,26 +1191,24 @@ loop:
 	WORD $0x4e21cc64 // fmla v4.4s, v3.4s, v1.4s
 	VMOV V20.B16, V3.B16
 	WORD $0x4e21cc83 // fmla v3.4s, v4.4s, v1.4s
-	VMOV V21.B16, V4.B16
-	WORD $0x4e21cc64 // fmla v4.4s, v3.4s, v1.4s
-	WORD $0x6e21dc23 // fmul v3.4s, v1.4s, v1.4s
-	WORD $0x4e23cc81 // fmla v1.4s, v4.4s, v3.4s
+	WORD $0x6e21dc24 // fmul v4.4s, v1.4s, v1.4s
+	WORD $0x4e24cc61 // fmla v1.4s, v3.4s, v4.4s
 	WORD $0x4e2cd423 // fadd v3.4s, v1.4s, v12.4s
-	VAND V26.B16, V6.B16, V5.B16
+	VAND V25.B16, V6.B16, V5.B16
 	WORD $0x4e25d442 // fadd v2.4s, v2.4s, v5.4s
-	WORD $0x4e3cf442 // fmax v2.4s, v2.4s, v28.4s
+	WORD $0x4e3bf442 // fmax v2.4s, v2.4s, v27.4s
 	WORD $0x4ea1b842 // fcvtzs v2.4s, v2.4s
 	WORD $0x4f3f0444 // sshr v4.4s, v2.4s, #1
 	VSUB V4.S4, V2.S4, V2.S4
-	VADD V29.S4, V4.S4, V4.S4
-	VADD V29.S4, V2.S4, V2.S4
+	VADD V28.S4, V4.S4, V4.S4
+	VADD V28.S4, V2.S4, V2.S4
 	VSHL $23, V4.S4, V4.S4
 	VSHL $23, V2.S4, V2.S4
 	WORD $0x6e24dc63 // fmul v3.4s, v3.4s, v4.4s
 	WORD $0x6e22dc63 // fmul v3.4s, v3.4s, v2.4s
 	WORD $0x6e20dc65 // fmul v5.4s, v3.4s, v0.4s
 	VMOV V6.B16, V4.B16
-	VBSL V12.B16, V27.B16, V4.B16
+	VBSL V12.B16, V26.B16, V4.B16
 	WORD $0x4e23d484 // fadd v4.4s, v4.4s, v3.4s
 	VBIT V6.B16, V5.B16, V0.B16
 	WORD $0x6e24fc00 // fdiv v0.4s, v0.4s, v4.4s
@@ -1318,24 +1303,23 @@ TEXT ·expShiftSumNEON(SB), NOSPLIT, $0-28
 	VDUP V5.S[0], V5.S4
 	MOVD $vconstN<>(SB), R10
 	FMOVQ 0(R10), F11 // lo
-	FMOVQ 176(R10), F12 // one
+	FMOVQ 160(R10), F12 // one
 	FMOVQ 32(R10), F13 // log2e
 	FMOVQ 48(R10), F14 // c1
 	FMOVQ 64(R10), F15 // c2
-	FMOVQ 80(R10), F16 // p0
-	FMOVQ 96(R10), F17 // p1
-	FMOVQ 112(R10), F18 // p2
-	FMOVQ 128(R10), F19 // p3
-	FMOVQ 144(R10), F20 // p4
-	FMOVQ 160(R10), F21 // p5
-	FMOVQ 192(R10), F22 // gk
-	FMOVQ 208(R10), F23 // gm2c
-	FMOVQ 240(R10), F24 // sign
-	FMOVQ 224(R10), F25 // abs
-	FMOVQ 352(R10), F26 // c24
-	FMOVQ 368(R10), F27 // c2p24
-	FMOVQ 256(R10), F28 // nm160
-	FMOVQ 272(R10), F29 // bias
+	FMOVQ 80(R10), F16 // p1
+	FMOVQ 96(R10), F17 // p2
+	FMOVQ 112(R10), F18 // p3
+	FMOVQ 128(R10), F19 // p4
+	FMOVQ 144(R10), F20 // p5
+	FMOVQ 176(R10), F21 // gk
+	FMOVQ 192(R10), F22 // gm2c
+	FMOVQ 224(R10), F23 // sign
+	FMOVQ 208(R10), F24 // abs
+	FMOVQ 336(R10), F25 // c24
+	FMOVQ 352(R10), F26 // c2p24
+	FMOVQ 240(R10), F27 // nm160
+	FMOVQ 256(R10), F28 // bias
 	VEOR V6.B16, V6.B16, V6.B16
 	VEOR V7.B16, V7.B16, V7.B16
 	VEOR V8.B16, V8.B16, V8.B16
@@ -1359,17 +1343,15 @@ loop:
 	WORD $0x4e21cc64 // fmla v4.4s, v3.4s, v1.4s
 	VMOV V20.B16, V3.B16
 	WORD $0x4e21cc83 // fmla v3.4s, v4.4s, v1.4s
-	VMOV V21.B16, V4.B16
-	WORD $0x4e21cc64 // fmla v4.4s, v3.4s, v1.4s
-	WORD $0x6e21dc23 // fmul v3.4s, v1.4s, v1.4s
-	WORD $0x4e23cc81 // fmla v1.4s, v4.4s, v3.4s
+	WORD $0x6e21dc24 // fmul v4.4s, v1.4s, v1.4s
+	WORD $0x4e24cc61 // fmla v1.4s, v3.4s, v4.4s
 	WORD $0x4e2cd423 // fadd v3.4s, v1.4s, v12.4s
-	WORD $0x4e3cf442 // fmax v2.4s, v2.4s, v28.4s
+	WORD $0x4e3bf442 // fmax v2.4s, v2.4s, v27.4s
 	WORD $0x4ea1b842 // fcvtzs v2.4s, v2.4s
 	WORD $0x4f3f0444 // sshr v4.4s, v2.4s, #1
 	VSUB V4.S4, V2.S4, V2.S4
-	VADD V29.S4, V4.S4, V4.S4
-	VADD V29.S4, V2.S4, V2.S4
+	VADD V28.S4, V4.S4, V4.S4
+	VADD V28.S4, V2.S4, V2.S4
 	VSHL $23, V4.S4, V4.S4
 	VSHL $23, V2.S4, V2.S4
 	WORD $0x6e24dc63 // fmul v3.4s, v3.4s, v4.4s
@@ -1392,17 +1374,15 @@ loop:
 	WORD $0x4e21cc64 // fmla v4.4s, v3.4s, v1.4s
 	VMOV V20.B16, V3.B16
 	WORD $0x4e21cc83 // fmla v3.4s, v4.4s, v1.4s
-	VMOV V21.B16, V4.B16
-	WORD $0x4e21cc64 // fmla v4.4s, v3.4s, v1.4s
-	WORD $0x6e21dc23 // fmul v3.4s, v1.4s, v1.4s
-	WORD $0x4e23cc81 // fmla v1.4s, v4.4s, v3.4s
+	WORD $0x6e21dc24 // fmul v4.4s, v1.4s, v1.4s
+	WORD $0x4e24cc61 // fmla v1.4s, v3.4s, v4.4s
 	WORD $0x4e2cd423 // fadd v3.4s, v1.4s, v12.4s
-	WORD $0x4e3cf442 // fmax v2.4s, v2.4s, v28.4s
+	WORD $0x4e3bf442 // fmax v2.4s, v2.4s, v27.4s
 	WORD $0x4ea1b842 // fcvtzs v2.4s, v2.4s
 	WORD $0x4f3f0444 // sshr v4.4s, v2.4s, #1
 	VSUB V4.S4, V2.S4, V2.S4
-	VADD V29.S4, V4.S4, V4.S4
-	VADD V29.S4, V2.S4, V2.S4
+	VADD V28.S4, V4.S4, V4.S4
+	VADD V28.S4, V2.S4, V2.S4
 	VSHL $23, V4.S4, V4.S4
 	VSHL $23, V2.S4, V2.S4
 	WORD $0x6e24dc63 // fmul v3.4s, v3.4s, v4.4s
@@ -1425,17 +1405,15 @@ loop:
 	WORD $0x4e21cc64 // fmla v4.4s, v3.4s, v1.4s
 	VMOV V20.B16, V3.B16
 	WORD $0x4e21cc83 // fmla v3.4s, v4.4s, v1.4s
-	VMOV V21.B16, V4.B16
-	WORD $0x4e21cc64 // fmla v4.4s, v3.4s, v1.4s
-	WORD $0x6e21dc23 // fmul v3.4s, v1.4s, v1.4s
-	WORD $0x4e23cc81 // fmla v1.4s, v4.4s, v3.4s
+	WORD $0x6e21dc24 // fmul v4.4s, v1.4s, v1.4s
+	WORD $0x4e24cc61 // fmla v1.4s, v3.4s, v4.4s
 	WORD $0x4e2cd423 // fadd v3.4s, v1.4s, v12.4s
-	WORD $0x4e3cf442 // fmax v2.4s, v2.4s, v28.4s
+	WORD $0x4e3bf442 // fmax v2.4s, v2.4s, v27.4s
 	WORD $0x4ea1b842 // fcvtzs v2.4s, v2.4s
 	WORD $0x4f3f0444 // sshr v4.4s, v2.4s, #1
 	VSUB V4.S4, V2.S4, V2.S4
-	VADD V29.S4, V4.S4, V4.S4
-	VADD V29.S4, V2.S4, V2.S4
+	VADD V28.S4, V4.S4, V4.S4
+	VADD V28.S4, V2.S4, V2.S4
 	VSHL $23, V4.S4, V4.S4
 	VSHL $23, V2.S4, V2.S4
 	WORD $0x6e24dc63 // fmul v3.4s, v3.4s, v4.4s
@@ -1458,17 +1436,15 @@ loop:
 	WORD $0x4e21cc64 // fmla v4.4s, v3.4s, v1.4s
 	VMOV V20.B16, V3.B16
 	WORD $0x4e21cc83 // fmla v3.4s, v4.4s, v1.4s
-	VMOV V21.B16, V4.B16
-	WORD $0x4e21cc64 // fmla v4.4s, v3.4s, v1.4s
-	WORD $0x6e21dc23 // fmul v3.4s, v1.4s, v1.4s
-	WORD $0x4e23cc81 // fmla v1.4s, v4.4s, v3.4s
+	WORD $0x6e21dc24 // fmul v4.4s, v1.4s, v1.4s
+	WORD $0x4e24cc61 // fmla v1.4s, v3.4s, v4.4s
 	WORD $0x4e2cd423 // fadd v3.4s, v1.4s, v12.4s
-	WORD $0x4e3cf442 // fmax v2.4s, v2.4s, v28.4s
+	WORD $0x4e3bf442 // fmax v2.4s, v2.4s, v27.4s
 	WORD $0x4ea1b842 // fcvtzs v2.4s, v2.4s
 	WORD $0x4f3f0444 // sshr v4.4s, v2.4s, #1
 	VSUB V4.S4, V2.S4, V2.S4
-	VADD V29.S4, V4.S4, V4.S4
-	VADD V29.S4, V2.S4, V2.S4
+	VADD V28.S4, V4.S4, V4.S4
+	VADD V28.S4, V2.S4, V2.S4
 	VSHL $23, V4.S4, V4.S4
 	VSHL $23, V2.S4, V2.S4
 	WORD $0x6e24dc63 // fmul v3.4s, v3.4s, v4.4s
@@ -1495,17 +1471,15 @@ tail:
 	WORD $0x4e21cc64 // fmla v4.4s, v3.4s, v1.4s
 	VMOV V20.B16, V3.B16
 	WORD $0x4e21cc83 // fmla v3.4s, v4.4s, v1.4s
-	VMOV V21.B16, V4.B16
-	WORD $0x4e21cc64 // fmla v4.4s, v3.4s, v1.4s
-	WORD $0x6e21dc23 // fmul v3.4s, v1.4s, v1.4s
-	WORD $0x4e23cc81 // fmla v1.4s, v4.4s, v3.4s
+	WORD $0x6e21dc24 // fmul v4.4s, v1.4s, v1.4s
+	WORD $0x4e24cc61 // fmla v1.4s, v3.4s, v4.4s
 	WORD $0x4e2cd423 // fadd v3.4s, v1.4s, v12.4s
-	WORD $0x4e3cf442 // fmax v2.4s, v2.4s, v28.4s
+	WORD $0x4e3bf442 // fmax v2.4s, v2.4s, v27.4s
 	WORD $0x4ea1b842 // fcvtzs v2.4s, v2.4s
 	WORD $0x4f3f0444 // sshr v4.4s, v2.4s, #1
 	VSUB V4.S4, V2.S4, V2.S4
-	VADD V29.S4, V4.S4, V4.S4
-	VADD V29.S4, V2.S4, V2.S4
+	VADD V28.S4, V4.S4, V4.S4
+	VADD V28.S4, V2.S4, V2.S4
 	VSHL $23, V4.S4, V4.S4
 	VSHL $23, V2.S4, V2.S4
 	WORD $0x6e24dc63 // fmul v3.4s, v3.4s, v4.4s
@@ -1528,17 +1502,15 @@ tail:
 	WORD $0x4e21cc64 // fmla v4.4s, v3.4s, v1.4s
 	VMOV V20.B16, V3.B16
 	WORD $0x4e21cc83 // fmla v3.4s, v4.4s, v1.4s
-	VMOV V21.B16, V4.B16
-	WORD $0x4e21cc64 // fmla v4.4s, v3.4s, v1.4s
-	WORD $0x6e21dc23 // fmul v3.4s, v1.4s, v1.4s
-	WORD $0x4e23cc81 // fmla v1.4s, v4.4s, v3.4s
+	WORD $0x6e21dc24 // fmul v4.4s, v1.4s, v1.4s
+	WORD $0x4e24cc61 // fmla v1.4s, v3.4s, v4.4s
 	WORD $0x4e2cd423 // fadd v3.4s, v1.4s, v12.4s
-	WORD $0x4e3cf442 // fmax v2.4s, v2.4s, v28.4s
+	WORD $0x4e3bf442 // fmax v2.4s, v2.4s, v27.4s
 	WORD $0x4ea1b842 // fcvtzs v2.4s, v2.4s
 	WORD $0x4f3f0444 // sshr v4.4s, v2.4s, #1
 	VSUB V4.S4, V2.S4, V2.S4
-	VADD V29.S4, V4.S4, V4.S4
-	VADD V29.S4, V2.S4, V2.S4
+	VADD V28.S4, V4.S4, V4.S4
+	VADD V28.S4, V2.S4, V2.S4
 	VSHL $23, V4.S4, V4.S4
 	VSHL $23, V2.S4, V2.S4
 	WORD $0x6e24dc63 // fmul v3.4s, v3.4s, v4.4s
@@ -1563,24 +1535,23 @@ TEXT ·expShiftSumNormalNEON(SB), NOSPLIT, $0-28
 	VDUP V5.S[0], V5.S4
 	MOVD $vconstN<>(SB), R10
 	FMOVQ 0(R10), F11 // lo
-	FMOVQ 176(R10), F12 // one
+	FMOVQ 160(R10), F12 // one
 	FMOVQ 32(R10), F13 // log2e
 	FMOVQ 48(R10), F14 // c1
 	FMOVQ 64(R10), F15 // c2
-	FMOVQ 80(R10), F16 // p0
-	FMOVQ 96(R10), F17 // p1
-	FMOVQ 112(R10), F18 // p2
-	FMOVQ 128(R10), F19 // p3
-	FMOVQ 144(R10), F20 // p4
-	FMOVQ 160(R10), F21 // p5
-	FMOVQ 192(R10), F22 // gk
-	FMOVQ 208(R10), F23 // gm2c
-	FMOVQ 240(R10), F24 // sign
-	FMOVQ 224(R10), F25 // abs
-	FMOVQ 352(R10), F26 // c24
-	FMOVQ 368(R10), F27 // c2p24
-	FMOVQ 256(R10), F28 // nm160
-	FMOVQ 272(R10), F29 // bias
+	FMOVQ 80(R10), F16 // p1
+	FMOVQ 96(R10), F17 // p2
+	FMOVQ 112(R10), F18 // p3
+	FMOVQ 128(R10), F19 // p4
+	FMOVQ 144(R10), F20 // p5
+	FMOVQ 176(R10), F21 // gk
+	FMOVQ 192(R10), F22 // gm2c
+	FMOVQ 224(R10), F23 // sign
+	FMOVQ 208(R10), F24 // abs
+	FMOVQ 336(R10), F25 // c24
+	FMOVQ 352(R10), F26 // c2p24
+	FMOVQ 240(R10), F27 // nm160
+	FMOVQ 256(R10), F28 // bias
 	VEOR V6.B16, V6.B16, V6.B16
 	VEOR V7.B16, V7.B16, V7.B16
 	VEOR V8.B16, V8.B16, V8.B16
@@ -1603,10 +1574,8 @@ loop:
 	WORD $0x4e21cc64 // fmla v4.4s, v3.4s, v1.4s
 	VMOV V20.B16, V3.B16
 	WORD $0x4e21cc83 // fmla v3.4s, v4.4s, v1.4s
-	VMOV V21.B16, V4.B16
-	WORD $0x4e21cc64 // fmla v4.4s, v3.4s, v1.4s
-	WORD $0x6e21dc23 // fmul v3.4s, v1.4s, v1.4s
-	WORD $0x4e23cc81 // fmla v1.4s, v4.4s, v3.4s
+	WORD $0x6e21dc24 // fmul v4.4s, v1.4s, v1.4s
+	WORD $0x4e24cc61 // fmla v1.4s, v3.4s, v4.4s
 	WORD $0x4e2cd423 // fadd v3.4s, v1.4s, v12.4s
 	WORD $0x4ea1b842 // fcvtzs v2.4s, v2.4s
 	VSHL $23, V2.S4, V2.S4
@@ -1628,10 +1597,8 @@ loop:
 	WORD $0x4e21cc64 // fmla v4.4s, v3.4s, v1.4s
 	VMOV V20.B16, V3.B16
 	WORD $0x4e21cc83 // fmla v3.4s, v4.4s, v1.4s
-	VMOV V21.B16, V4.B16
-	WORD $0x4e21cc64 // fmla v4.4s, v3.4s, v1.4s
-	WORD $0x6e21dc23 // fmul v3.4s, v1.4s, v1.4s
-	WORD $0x4e23cc81 // fmla v1.4s, v4.4s, v3.4s
+	WORD $0x6e21dc24 // fmul v4.4s, v1.4s, v1.4s
+	WORD $0x4e24cc61 // fmla v1.4s, v3.4s, v4.4s
 	WORD $0x4e2cd423 // fadd v3.4s, v1.4s, v12.4s
 	WORD $0x4ea1b842 // fcvtzs v2.4s, v2.4s
 	VSHL $23, V2.S4, V2.S4
@@ -1653,10 +1620,8 @@ loop:
 	WORD $0x4e21cc64 // fmla v4.4s, v3.4s, v1.4s
 	VMOV V20.B16, V3.B16
 	WORD $0x4e21cc83 // fmla v3.4s, v4.4s, v1.4s
-	VMOV V21.B16, V4.B16
-	WORD $0x4e21cc64 // fmla v4.4s, v3.4s, v1.4s
-	WORD $0x6e21dc23 // fmul v3.4s, v1.4s, v1.4s
-	WORD $0x4e23cc81 // fmla v1.4s, v4.4s, v3.4s
+	WORD $0x6e21dc24 // fmul v4.4s, v1.4s, v1.4s
+	WORD $0x4e24cc61 // fmla v1.4s, v3.4s, v4.4s
 	WORD $0x4e2cd423 // fadd v3.4s, v1.4s, v12.4s
 	WORD $0x4ea1b842 // fcvtzs v2.4s, v2.4s
 	VSHL $23, V2.S4, V2.S4
@@ -1678,10 +1643,8 @@ loop:
 	WORD $0x4e21cc64 // fmla v4.4s, v3.4s, v1.4s
 	VMOV V20.B16, V3.B16
 	WORD $0x4e21cc83 // fmla v3.4s, v4.4s, v1.4s
-	VMOV V21.B16, V4.B16
-	WORD $0x4e21cc64 // fmla v4.4s, v3.4s, v1.4s
-	WORD $0x6e21dc23 // fmul v3.4s, v1.4s, v1.4s
-	WORD $0x4e23cc81 // fmla v1.4s, v4.4s, v3.4s
+	WORD $0x6e21dc24 // fmul v4.4s, v1.4s, v1.4s
+	WORD $0x4e24cc61 // fmla v1.4s, v3.4s, v4.4s
 	WORD $0x4e2cd423 // fadd v3.4s, v1.4s, v12.4s
 	WORD $0x4ea1b842 // fcvtzs v2.4s, v2.4s
 	VSHL $23, V2.S4, V2.S4
@@ -1707,10 +1670,8 @@ tail:
 	WORD $0x4e21cc64 // fmla v4.4s, v3.4s, v1.4s
 	VMOV V20.B16, V3.B16
 	WORD $0x4e21cc83 // fmla v3.4s, v4.4s, v1.4s
-	VMOV V21.B16, V4.B16
-	WORD $0x4e21cc64 // fmla v4.4s, v3.4s, v1.4s
-	WORD $0x6e21dc23 // fmul v3.4s, v1.4s, v1.4s
-	WORD $0x4e23cc81 // fmla v1.4s, v4.4s, v3.4s
+	WORD $0x6e21dc24 // fmul v4.4s, v1.4s, v1.4s
+	WORD $0x4e24cc61 // fmla v1.4s, v3.4s, v4.4s
 	WORD $0x4e2cd423 // fadd v3.4s, v1.4s, v12.4s
 	WORD $0x4ea1b842 // fcvtzs v2.4s, v2.4s
 	VSHL $23, V2.S4, V2.S4
@@ -1732,10 +1693,8 @@ tail:
 	WORD $0x4e21cc64 // fmla v4.4s, v3.4s, v1.4s
 	VMOV V20.B16, V3.B16
 	WORD $0x4e21cc83 // fmla v3.4s, v4.4s, v1.4s
-	VMOV V21.B16, V4.B16
-	WORD $0x4e21cc64 // fmla v4.4s, v3.4s, v1.4s
-	WORD $0x6e21dc23 // fmul v3.4s, v1.4s, v1.4s
-	WORD $0x4e23cc81 // fmla v1.4s, v4.4s, v3.4s
+	WORD $0x6e21dc24 // fmul v4.4s, v1.4s, v1.4s
+	WORD $0x4e24cc61 // fmla v1.4s, v3.4s, v4.4s
 	WORD $0x4e2cd423 // fadd v3.4s, v1.4s, v12.4s
 	WORD $0x4ea1b842 // fcvtzs v2.4s, v2.4s
 	VSHL $23, V2.S4, V2.S4

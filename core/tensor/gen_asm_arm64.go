@@ -446,8 +446,8 @@ func expv(lo, adj, mask int) {
 	if lo >= 0 {
 		op3("fadd", 1, 1, lo)
 	}
-	cload(3, "p0")
-	pr := horner(3, 4, 1, "p1", "p2", "p3", "p4", "p5") // in V4
+	cload(3, "p1")
+	pr := horner(3, 4, 1, "p2", "p3", "p4", "p5") // in V3
 	sq := 3
 	if pr == 3 {
 		sq = 4
@@ -548,10 +548,10 @@ func geluErf() {
 }
 
 var (
-	preSigmoidN = []string{"lo", "one", "log2e", "c1", "c2", "p0", "p1", "p2", "p3", "p4", "p5",
+	preSigmoidN = []string{"lo", "one", "log2e", "c1", "c2", "p1", "p2", "p3", "p4", "p5",
 		"gk", "gm2c", "sign", "abs", "c24", "c2p24", "nm160", "bias"}
 	preErfN = []string{"one", "e16", "em16", "abs", "ek", "mhalf", "half", "log2e", "c1", "c2",
-		"c24", "c2m24", "nm160", "bias", "p0", "p1", "p2", "p3", "p4", "p5"}
+		"c24", "c2m24", "nm160", "bias", "p1", "p2", "p3", "p4", "p5"}
 )
 
 // act emits func actNEON(x *float32, n, kind int) (in place, n a multiple
