@@ -142,6 +142,31 @@ row16:
 	VMOVDQU 24(SI), X4 \
 	VINSERTI128 $1, 32(SI), Y4, Y4
 
+// FROW(st) and DROW(st) normalise one patch row (16 pixels, three
+// channels, both temporal copies) with FCHAN or DCHAN, storing with st,
+// and advance SI and R12 to the next row.
+#define FROW(st) \
+	LOADROW \
+	FCHAN(0, Y3, Y7, Y10, Y13, 0, st) \
+	FCHAN(96, Y4, Y7, Y10, Y13, 32, st) \
+	FCHAN(32, Y3, Y8, Y11, Y14, 2048, st) \
+	FCHAN(128, Y4, Y8, Y11, Y14, 2080, st) \
+	FCHAN(64, Y3, Y9, Y12, Y15, 4096, st) \
+	FCHAN(160, Y4, Y9, Y12, Y15, 4128, st) \
+	ADDQ DX, SI \
+	ADDQ $64, R12
+
+#define DROW(st) \
+	LOADROW \
+	DCHAN(0, Y3, Y7, Y10, Y13, 0, st) \
+	DCHAN(96, Y4, Y7, Y10, Y13, 32, st) \
+	DCHAN(32, Y3, Y8, Y11, Y14, 2048, st) \
+	DCHAN(128, Y4, Y8, Y11, Y14, 2080, st) \
+	DCHAN(64, Y3, Y9, Y12, Y15, 4096, st) \
+	DCHAN(160, Y4, Y9, Y12, Y15, 4128, st) \
+	ADDQ DX, SI \
+	ADDQ $64, R12
+
 // func patchify16x2AVX2(out *float32, pix *byte, stride int, masks *[6][32]byte, sub, div, rcp *[3]float32, fma bool)
 // One pixel_values row like patchify16x2, computing the normalisation
 // (bit-identical to the LUT: see FCHAN) with AVX2: per patch row two
@@ -179,30 +204,14 @@ cached:
 	JZ drow
 
 frow:
-	LOADROW
-	FCHAN(0, Y3, Y7, Y10, Y13, 0, VMOVUPS)
-	FCHAN(96, Y4, Y7, Y10, Y13, 32, VMOVUPS)
-	FCHAN(32, Y3, Y8, Y11, Y14, 2048, VMOVUPS)
-	FCHAN(128, Y4, Y8, Y11, Y14, 2080, VMOVUPS)
-	FCHAN(64, Y3, Y9, Y12, Y15, 4096, VMOVUPS)
-	FCHAN(160, Y4, Y9, Y12, Y15, 4128, VMOVUPS)
-	ADDQ DX, SI
-	ADDQ $64, R12
+	FROW(VMOVUPS)
 	DECQ R14
 	JNZ frow
 	VZEROUPPER
 	RET
 
 frownt:
-	LOADROW
-	FCHAN(0, Y3, Y7, Y10, Y13, 0, VMOVNTPS)
-	FCHAN(96, Y4, Y7, Y10, Y13, 32, VMOVNTPS)
-	FCHAN(32, Y3, Y8, Y11, Y14, 2048, VMOVNTPS)
-	FCHAN(128, Y4, Y8, Y11, Y14, 2080, VMOVNTPS)
-	FCHAN(64, Y3, Y9, Y12, Y15, 4096, VMOVNTPS)
-	FCHAN(160, Y4, Y9, Y12, Y15, 4128, VMOVNTPS)
-	ADDQ DX, SI
-	ADDQ $64, R12
+	FROW(VMOVNTPS)
 	DECQ R14
 	JNZ frownt
 	SFENCE
@@ -210,29 +219,14 @@ frownt:
 	RET
 
 drow:
-	LOADROW
-	DCHAN(0, Y3, Y7, Y10, Y13, 0, VMOVUPS)
-	DCHAN(96, Y4, Y7, Y10, Y13, 32, VMOVUPS)
-	DCHAN(32, Y3, Y8, Y11, Y14, 2048, VMOVUPS)
-	DCHAN(128, Y4, Y8, Y11, Y14, 2080, VMOVUPS)
-	DCHAN(64, Y3, Y9, Y12, Y15, 4096, VMOVUPS)
-	DCHAN(160, Y4, Y9, Y12, Y15, 4128, VMOVUPS)
-	ADDQ DX, SI
-	ADDQ $64, R12
+	DROW(VMOVUPS)
 	DECQ R14
 	JNZ drow
 	VZEROUPPER
 	RET
+
 drownt:
-	LOADROW
-	DCHAN(0, Y3, Y7, Y10, Y13, 0, VMOVNTPS)
-	DCHAN(96, Y4, Y7, Y10, Y13, 32, VMOVNTPS)
-	DCHAN(32, Y3, Y8, Y11, Y14, 2048, VMOVNTPS)
-	DCHAN(128, Y4, Y8, Y11, Y14, 2080, VMOVNTPS)
-	DCHAN(64, Y3, Y9, Y12, Y15, 4096, VMOVNTPS)
-	DCHAN(160, Y4, Y9, Y12, Y15, 4128, VMOVNTPS)
-	ADDQ DX, SI
-	ADDQ $64, R12
+	DROW(VMOVNTPS)
 	DECQ R14
 	JNZ drownt
 	SFENCE
