@@ -263,11 +263,21 @@ func (d *decoder) arrayN(n, depth int) (any, error) {
 	return a, nil
 }
 
+// smallMap is the largest map whose duplicate-key check is a scan.
+const smallMap = 16
+
 func (d *decoder) mapN(n, depth int) (any, error) {
 	if err := d.reserve(n, 2, "map"); err != nil {
 		return nil, err
 	}
 	m := &Map{Keys: make([]Key, n), Values: make([]any, n)}
+	// Small maps (every real observation) scan their keys; a large one
+	// keeps a set, so a message of 2²⁰ distinct keys decodes in linear
+	// time (a scan made it quadratic: minutes of CPU for a 5 MB frame).
+	var seen map[Key]struct{}
+	if n > smallMap {
+		seen = make(map[Key]struct{})
+	}
 	for k := range n {
 		at := d.i
 		kv, err := d.value(depth + 1)
@@ -284,11 +294,16 @@ func (d *decoder) mapN(n, depth int) (any, error) {
 			d.i = at
 			return nil, d.errorf("map key of type %s, want str or bin", TypeName(kv))
 		}
-		for _, prev := range m.Keys[:k] {
-			if prev == key {
-				d.i = at
-				return nil, d.errorf("duplicate map key %q", key.Name)
-			}
+		dup := false
+		if seen != nil {
+			_, dup = seen[key]
+			seen[key] = struct{}{}
+		} else {
+			dup = slices.Contains(m.Keys[:k], key)
+		}
+		if dup {
+			d.i = at
+			return nil, d.errorf("duplicate map key %q", key.Name)
 		}
 		v, err := d.value(depth + 1)
 		if err != nil {

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"math"
@@ -356,4 +357,48 @@ func FuzzParseNPY(f *testing.F) {
 		}
 		_ = a.Float64s()
 	})
+}
+
+// bigMap is a map32 of n nil values under the distinct 3-byte str keys
+// 0…n−1, then the str keys extra (each with a nil value) if any.
+func bigMap(n int, extra ...string) []byte {
+	b := []byte{0xdf}
+	b = binary.BigEndian.AppendUint32(b, uint32(n+len(extra)))
+	for i := range n {
+		b = append(b, 0xa3, byte(i>>16), byte(i>>8), byte(i), 0xc0)
+	}
+	for _, k := range extra {
+		b = append(b, 0xa0|byte(len(k)))
+		b = append(b, k...)
+		b = append(b, 0xc0)
+	}
+	return b
+}
+
+// TestDecodeLargeMap: a map of 2¹⁷ distinct keys decodes (in linear time:
+// the old pairwise duplicate check took minutes of CPU here, a remote
+// denial of service before the API key was checked), keeps its order, and
+// a duplicate past the small-map scan is still rejected by name; str and
+// bin keys of the same bytes stay distinct.
+func TestDecodeLargeMap(t *testing.T) {
+	const n = 1 << 17
+	v, err := Decode(bigMap(n), Limits{})
+	require.NoError(t, err)
+	m := v.(*Map)
+	require.Len(t, m.Keys, n)
+	assert.Equal(t, Key{Name: "\x00\x00\x2a"}, m.Keys[42])
+
+	_, err = Decode(bigMap(n, "\x02\x00\x07"), Limits{})
+	require.NoError(t, err) // 0x020007 is past n: distinct
+	_, err = Decode(bigMap(n, "\x00\x10\x07"), Limits{})
+	require.ErrorIs(t, err, ErrMsgpack)
+	assert.Contains(t, err.Error(), `duplicate map key "\x00\x10\a"`)
+
+	for _, size := range []int{smallMap, smallMap + 1} {
+		b := bigMap(size - 1)
+		b = append(b, 0xc4, 3, 0, 0, 1, 0xc0) // bin key 00 00 01: not str key 1
+		b[4]++
+		_, err := Decode(b, Limits{})
+		require.NoError(t, err, "size %d", size)
+	}
 }

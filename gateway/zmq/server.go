@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -271,10 +272,13 @@ func (c *conn) serve() {
 			return
 		}
 		c.nc.SetReadDeadline(time.Now().Add(s.o.IdleTimeout)) //nolint:errcheck
-		if _, err := zc.Buffered().Peek(1); err != nil {
+		if err := zc.AwaitData(); err != nil {
 			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			switch {
+			case errors.As(err, &ne) && ne.Timeout():
 				s.log.Debug("zmq: idle connection closed", "peer", peer, "idle_timeout", s.o.IdleTimeout.String())
+			case !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed):
+				s.log.Info("zmq: connection closed", "peer", peer, "err", err.Error())
 			}
 			return
 		}

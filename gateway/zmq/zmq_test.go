@@ -23,6 +23,7 @@ import (
 	"github.com/gr00tgw/gr00tgw/gateway/internal/fakegw"
 	"github.com/gr00tgw/gr00tgw/gateway/secure"
 	"github.com/gr00tgw/gr00tgw/gateway/wire"
+	"github.com/gr00tgw/gr00tgw/gateway/zmq/internal/zmtp"
 	"github.com/gr00tgw/gr00tgw/gateway/zmq/zmqclient"
 )
 
@@ -513,6 +514,49 @@ func TestIdleTimeoutAndDisconnect(t *testing.T) {
 	st, err := c2.Ping(context.Background())
 	require.NoError(t, err, "reconnected")
 	assert.Equal(t, "ok", st)
+}
+
+// TestHeartbeatWhileIdle: ZMTP PING heartbeats (libzmq's
+// ZMQ_HEARTBEAT_IVL) between requests are answered and held to
+// idle_timeout, not read_timeout (they used to end the idle wait and let
+// read_timeout close the connection); they do not keep it open past
+// idle_timeout.
+func TestHeartbeatWhileIdle(t *testing.T) {
+	ping := []byte{0x04, 7, 4, 'P', 'I', 'N', 'G', 0, 10} // command PING, TTL 1 s, no context
+	heartbeat := func(t *testing.T, addr string, d time.Duration) (*zmtp.Conn, error) {
+		nc, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		t.Cleanup(func() { nc.Close() })
+		zc, err := zmtp.Handshake(nc, zmtp.Options{SocketType: "REQ", MaxMessage: 1 << 20})
+		require.NoError(t, err)
+		pong := make([]byte, 7)
+		for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+			nc.SetDeadline(time.Now().Add(5 * time.Second)) //nolint:errcheck
+			if _, err := nc.Write(ping); err != nil {
+				return nil, err
+			}
+			if _, err := io.ReadFull(nc, pong); err != nil {
+				return nil, err
+			}
+			require.Equal(t, []byte{0x04, 5, 4, 'P', 'O', 'N', 'G'}, pong)
+		}
+		return zc, nil
+	}
+	t.Run("held to idle_timeout", func(t *testing.T) {
+		_, addr := startServer(t, Options{Gateway: &fakegw.Gateway{}, ReadTimeout: 150 * time.Millisecond, IdleTimeout: time.Minute})
+		zc, err := heartbeat(t, addr, 600*time.Millisecond)
+		require.NoError(t, err, "an idle, heartbeating connection was closed before idle_timeout")
+		req, err := wire.Marshal(wire.NewMap(1).Set("endpoint", "ping"), wire.EncodingNPY)
+		require.NoError(t, err)
+		require.NoError(t, zc.WriteMessage(nil, req))
+		_, err = zc.ReadMessage()
+		require.NoError(t, err)
+	})
+	t.Run("closed at idle_timeout", func(t *testing.T) {
+		_, addr := startServer(t, Options{Gateway: &fakegw.Gateway{}, IdleTimeout: 200 * time.Millisecond})
+		_, err := heartbeat(t, addr, 5*time.Second)
+		require.Error(t, err, "heartbeats kept an idle connection open past idle_timeout")
+	})
 }
 
 // TestShutdownDrains: Shutdown lets the request in flight answer, closes

@@ -326,6 +326,31 @@ func (c *Conn) body(n int) ([]byte, error) {
 // message without consuming it.
 func (c *Conn) Buffered() *bufio.Reader { return c.r }
 
+// AwaitData answers the command frames (PING heartbeats) that arrive
+// before the next data frame and returns once that frame's first byte is
+// buffered, without consuming it. A caller waiting for an idle peer's next
+// request calls it under its idle deadline, so a peer that heartbeats
+// (libzmq's ZMQ_HEARTBEAT_IVL) is held to that deadline, not to the one
+// for reading a message. An error leaves the connection unusable.
+func (c *Conn) AwaitData() error {
+	for {
+		b, err := c.r.Peek(1)
+		if err != nil {
+			return err
+		}
+		if b[0]&flagCommand == 0 {
+			return nil
+		}
+		_, size, err := c.header()
+		if err != nil {
+			return unexpected(err)
+		}
+		if err := c.handleCommand(size); err != nil {
+			return err
+		}
+	}
+}
+
 // ReadMessage returns the frames of the next data message, answering PING
 // commands on the way. A message over MaxMessage returns a
 // *TooLargeError (see its Discarded). Any other error leaves the
