@@ -56,6 +56,10 @@ func fakeRunner(mode string, w *runner.Wire) int {
 			return 1
 		}
 		if m.FD >= 0 {
+			if mode == "fake-truncate" && m.Type == runner.MsgAttach {
+				// a runner "sizing" the segment it was passed (the seal refuses)
+				_ = syscall.Ftruncate(m.FD, 0)
+			}
 			_ = syscall.Close(m.FD)
 		}
 		switch m.Type {
@@ -99,6 +103,20 @@ func fakeRunner(mode string, w *runner.Wire) int {
 func fakeInputs() *device.Inputs {
 	return &device.Inputs{PixelValues: make([]float32, 16*4), PixelRows: 16, PixelCols: 4, ImageGridTHW: [][3]int{{1, 4, 4}},
 		InputIDs: make([]int32, 4), PositionIDs: make([]int32, 12), State: make([]float32, 2)}
+}
+
+// TestRunnerTruncatesSegment: a runner that truncates the memfd it was
+// passed cannot (the segment's size is sealed): the request is served. An
+// unsealed segment made the gateway's next copy out of it a SIGBUS, a crash
+// of the gateway process.
+func TestRunnerTruncatesSegment(t *testing.T) {
+	p, err := openPool(t, "fake-truncate", 1, runner.Options{BackoffMin: time.Hour})
+	require.NoError(t, err)
+	defer p.Close()
+	for range 2 {
+		_, err := p.Predict(context.Background(), fakeInputs())
+		require.NoError(t, err)
+	}
 }
 
 // TestGateRunnerDiesDuringGate: a runner that dies during the start-up

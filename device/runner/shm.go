@@ -21,15 +21,23 @@ type segment struct {
 	loaned bool
 }
 
-// newSegment creates a memfd of size bytes and maps it.
+// newSegment creates a memfd of size bytes, seals its size and maps it.
+// The seals (no shrink, no grow, no further seals) keep a runner that
+// truncates the descriptor it was passed from turning the gateway's next
+// access to the mapping into a SIGBUS (a crash of the gateway process,
+// not a failed request).
 func newSegment(id uint32, size int) (*segment, error) {
-	fd, err := unix.MemfdCreate(fmt.Sprintf("gr00tgw-runner-%d", id), unix.MFD_CLOEXEC)
+	fd, err := unix.MemfdCreate(fmt.Sprintf("gr00tgw-runner-%d", id), unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
 		return nil, fmt.Errorf("runner: memfd_create: %w", err)
 	}
 	if err := unix.Ftruncate(fd, int64(size)); err != nil {
 		_ = unix.Close(fd)
 		return nil, fmt.Errorf("runner: segment[%d] ftruncate %d: %w", id, size, err)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL); err != nil {
+		_ = unix.Close(fd)
+		return nil, fmt.Errorf("runner: segment[%d] seal: %w", id, err)
 	}
 	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
