@@ -161,6 +161,10 @@ func TestManifestRefusals(t *testing.T) {
 		edit(t, "test_misbehave", "oxe_droid_relative_eef_relative_joint")
 		require.ErrorContains(t, open(), `describe embodiment "test_misbehave" differs`)
 	})
+	t.Run("timeout_ms past 2^63 ns", func(t *testing.T) {
+		edit(t, fmt.Sprintf("timeout_ms: %d", m.Limits.TimeoutMS), "timeout_ms: 9223372036855") // ×1e6 wraps negative
+		require.ErrorContains(t, open(), "wasm: plugin[misbehave] limits.timeout_ms 9223372036855 exceeds the host maximum")
+	})
 	t.Run("unknown key", func(t *testing.T) {
 		edit(t, "abi: 1", "abi: 1\nstages: [pre]")
 		require.ErrorContains(t, open(), "field stages not found")

@@ -296,7 +296,8 @@ func (p *Plugin) limits() error {
 	if m.Limits.TimeoutMS > 0 {
 		p.timeout = time.Duration(m.Limits.TimeoutMS) * time.Millisecond
 	}
-	if p.timeout > o.maxTimeout {
+	// The product wraps past 2⁶³ ns (negative: every call would time out).
+	if p.timeout > o.maxTimeout || int64(m.Limits.TimeoutMS) > int64(o.maxTimeout/time.Millisecond) {
 		return fmt.Errorf("wasm: plugin[%s] limits.timeout_ms %d exceeds the host maximum %v", m.Name, m.Limits.TimeoutMS, o.maxTimeout)
 	}
 	p.poolSize = DefaultPoolSize
