@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"github.com/vmihailenco/msgpack/v5"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"strconv"
@@ -571,7 +572,7 @@ func (s *Server) requestDeadline(c *fiber.Ctx) time.Duration {
 func parseTimeout(h string) (time.Duration, bool) {
 	h = strings.TrimSpace(h)
 	if f, err := strconv.ParseFloat(h, 64); err == nil {
-		if f <= 0 || f > 1e6 {
+		if !(f > 0 && f <= 1e6) { // NaN too
 			return 0, false
 		}
 		return time.Duration(f * float64(time.Second)), true
@@ -593,7 +594,7 @@ func parseGRPCTimeout(h string) (time.Duration, bool) {
 	}
 	unit := map[byte]time.Duration{'H': time.Hour, 'M': time.Minute, 'S': time.Second,
 		'm': time.Millisecond, 'u': time.Microsecond, 'n': time.Nanosecond}[h[len(h)-1]]
-	if unit == 0 {
+	if unit == 0 || n > math.MaxInt64/int64(unit) { // 8 digits of hours overflow
 		return 0, false
 	}
 	return time.Duration(n) * unit, true

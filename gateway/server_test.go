@@ -529,11 +529,11 @@ func TestTimeout504(t *testing.T) {
 }
 
 func TestParseTimeouts(t *testing.T) {
-	for in, want := range map[string]time.Duration{"2.5": 2500 * time.Millisecond, "250ms": 250 * time.Millisecond, "0": 0, "-1": 0, "x": 0} {
+	for in, want := range map[string]time.Duration{"2.5": 2500 * time.Millisecond, "250ms": 250 * time.Millisecond, "0": 0, "-1": 0, "x": 0, "NaN": 0, "Inf": 0, "1e7": 0} {
 		got, _ := parseTimeout(in)
 		assert.Equal(t, want, got, in)
 	}
-	for in, want := range map[string]time.Duration{"250m": 250 * time.Millisecond, "3S": 3 * time.Second, "1H": time.Hour, "5x": 0, "m": 0} {
+	for in, want := range map[string]time.Duration{"250m": 250 * time.Millisecond, "3S": 3 * time.Second, "1H": time.Hour, "5x": 0, "m": 0, "99999999H": 0, "99999999S": 99999999 * time.Second} {
 		got, _ := parseGRPCTimeout(in)
 		assert.Equal(t, want, got, in)
 	}
