@@ -62,11 +62,18 @@ func mapObservation(data []byte, g gateway.Service, lim wire.Limits) (*gateway.R
 			}
 			r.Embodiment = s
 		case KeySeed:
-			n, ok := x.(int64)
-			if !ok || n < 0 {
-				return nil, nil, invalid(KeySeed, "seed: expected a non-negative int, got %v", x)
+			var seed uint64
+			switch n := x.(type) {
+			case int64:
+				if n < 0 {
+					return nil, nil, invalid(KeySeed, "seed: %d is negative", n)
+				}
+				seed = uint64(n)
+			case uint64: // the decoder's type for 2⁶³ and above
+				seed = n
+			default:
+				return nil, nil, schema(KeySeed, "seed: expected a non-negative int, got %s", wire.TypeName(x))
 			}
-			seed := uint64(n)
 			r.Seed = &seed
 		}
 	}

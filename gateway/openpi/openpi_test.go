@@ -171,6 +171,15 @@ func TestInfer(t *testing.T) {
 	last := fg.Requests()[len(fg.Requests())-1]
 	require.NotNil(t, last.Seed)
 	assert.Equal(t, uint64(3), *last.Seed)
+
+	// A seed of 2⁶³ or more arrives as a msgpack uint64.
+	big := wire.NewMap(5).Set("observation/front", wire.Uint8Array([]int{4, 4, 3}, make([]byte, 48))).
+		Set("observation/joints", wire.Float32Array([]int{2}, []float32{1, 2})).Set("prompt", "go").Set("embodiment", "one_cam").Set("seed", uint64(1<<63))
+	_, err = c.Infer(context.Background(), big)
+	require.NoError(t, err)
+	last = fg.Requests()[len(fg.Requests())-1]
+	require.NotNil(t, last.Seed)
+	assert.Equal(t, uint64(1<<63), *last.Seed)
 }
 
 // TestErrors: each bad observation gets one text frame naming the field,
@@ -212,6 +221,8 @@ func TestErrors(t *testing.T) {
 		}),
 			"observation/cartesian_position: unknown key (want observation/<camera> for exterior_image_1_left, wrist_image_left; observation/<group> for eef_9d, gripper_position, joint_position; prompt; embodiment; seed)"},
 		{"missing prompt", obs(func(m *wire.Map) *wire.Map { return del(m, "prompt") }), "prompt: missing (the instruction, a str)"},
+		{"negative seed", obs(func(m *wire.Map) *wire.Map { return m.Set("seed", int64(-1)) }), "seed: -1 is negative\ncode: invalid\nfield: seed"},
+		{"str seed", obs(func(m *wire.Map) *wire.Map { return m.Set("seed", "7") }), "seed: expected a non-negative int, got str\ncode: "},
 		{"unknown embodiment", obs(func(m *wire.Map) *wire.Map { return m.Set("embodiment", "r2d2") }), `embodiment: "r2d2" is not served`},
 		{"garbage", []byte("\xc1 not msgpack"), "observation: not valid msgpack: msgpack: offset 0: unsupported msgpack type 0xc1"},
 		{"truncated", obs(func(m *wire.Map) *wire.Map { return m })[:1000], "observation: not valid msgpack: msgpack: offset"},
