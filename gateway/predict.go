@@ -176,12 +176,16 @@ func (s *Server) Predict(ctx context.Context, req *Request, o PredictOptions) (_
 	if o.Timeout > 0 && o.Timeout < d {
 		d = o.Timeout
 	}
+	caller := ctx
 	ctx, cancel := mergeCancel(ctx, s.baseCtx)
 	defer cancel()
 	ctx, cancelT := context.WithTimeout(ctx, d)
 	defer cancelT()
 	resp, err := s.predictAdmitted(ctx, req, o, start)
 	if err != nil {
+		if errors.Is(caller.Err(), context.Canceled) && s.baseCtx.Err() == nil {
+			return nil, errClientClosed // the front end's peer went away
+		}
 		return nil, classify(err, "request")
 	}
 	return resp, nil

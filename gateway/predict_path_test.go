@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -100,4 +101,25 @@ func TestParseRawFrame(t *testing.T) {
 		assert.Contains(t, []int{400, 422}, he.Status, tc.name)
 		assert.Equal(t, tc.field, he.Field, tc.name)
 	}
+}
+
+// TestPredictCallerGone: Server.Predict (the robot front ends' entry)
+// reports a caller whose context was cancelled mid-request (zmq's watcher
+// or openpi's reader saw the peer go) as client_closed (499), as HTTP does,
+// not as the 503 of a server shutting down.
+func TestPredictCallerGone(t *testing.T) {
+	f := newFixture(t, true)
+	f.backend.gate = make(chan struct{})
+	f.backend.started = make(chan struct{}, 1)
+	raw, err := os.ReadFile("testdata/droid_request.json")
+	require.NoError(t, err)
+	r, err := decodeJSON(raw)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-f.backend.started; cancel() }()
+	_, err = f.srv.Predict(ctx, r, PredictOptions{Protocol: "zmq", Route: "get_action"})
+	var he *HandlerError
+	require.ErrorAs(t, err, &he)
+	assert.Equal(t, StatusClientClosed, he.Status)
+	assert.Equal(t, CodeClientClosed, he.Code)
 }
