@@ -104,6 +104,7 @@ type fakeEmbodiment struct {
 	info    EmbodimentInfo
 	preErr  error
 	postErr error
+	postNaN bool // Post returns a NaN in its first action group
 }
 
 func (e *fakeEmbodiment) Describe() EmbodimentInfo { return e.info }
@@ -130,7 +131,11 @@ func (e *fakeEmbodiment) Post(ctx context.Context, in *PostInput) (map[string][]
 	if in.Horizon < e.info.ActionHorizon || len(in.ActionPred) != in.Horizon*in.Dim {
 		return nil, fmt.Errorf("fake post: action_pred [%d, %d], want at least %d rows", in.Horizon, in.Dim, e.info.ActionHorizon)
 	}
-	return fakeDecode(e.info, in.ActionPred, e.info.ActionHorizon, in.Dim, in.State), nil
+	out := fakeDecode(e.info, in.ActionPred, e.info.ActionHorizon, in.Dim, in.State)
+	if e.postNaN {
+		out[e.info.ActionGroups[0].Key][1] = float32(math.NaN())
+	}
+	return out, nil
 }
 
 // fakeDecode slices action_pred into groups and adds the group's first
@@ -162,6 +167,7 @@ type fakeBackend struct {
 	gate     chan struct{} // when set, Predict waits for it to close
 	mu       sync.Mutex
 	lastSeed uint64
+	inf      bool // action_pred[0][1] is +Inf
 }
 
 // fakePred is the backend's deterministic output: the noise itself when
@@ -214,8 +220,12 @@ func (b *fakeBackend) Predict(ctx context.Context, in *device.Inputs) (*device.R
 	if b.err != nil {
 		return nil, b.err
 	}
+	pred := fakePred(in)
+	if b.inf {
+		pred[1] = float32(math.Inf(1))
+	}
 	return &device.Result{
-		ActionPred: fakePred(in), Horizon: testHorizon, ActionDim: testActionDim,
+		ActionPred: pred, Horizon: testHorizon, ActionDim: testActionDim,
 		Stages: []device.StageTiming{
 			{Name: device.StageVision, Duration: 3 * time.Millisecond},
 			{Name: device.StageLLM, Duration: 2 * time.Millisecond},

@@ -387,6 +387,13 @@ func (s *Server) runPredict(ctx context.Context, deps *Deps, e *entry, r *Reques
 	if err == nil {
 		resp.Actions, err = reshapeActions(acts, info.ActionGroups, info.ActionHorizon)
 	}
+	if err == nil {
+		// Never serve a NaN to a robot (msgpack and the robot protocols
+		// would carry it; JSON would fail to encode it).
+		if ferr := finiteActions(resp.Actions); ferr != nil {
+			err = fmt.Errorf("plugin returned a non-finite action: %w", ferr)
+		}
+	}
 	endSpan(sp, err)
 	tm.DecodeActions = ms(time.Since(t0))
 	stage("plugin.post", time.Since(t0))
@@ -451,6 +458,11 @@ func checkResult(res *device.Result, horizon, dim, embHorizon int) error {
 	}
 	if embHorizon <= 0 || embHorizon > horizon {
 		return fmt.Errorf("embodiment action horizon %d is outside the model's %d denoised steps", embHorizon, horizon)
+	}
+	for i, v := range res.ActionPred {
+		if v-v != 0 { // NaN or ±Inf
+			return fmt.Errorf("backend returned a non-finite action_pred[%d][%d] (%v)", i/res.ActionDim, i%res.ActionDim, v)
+		}
 	}
 	return nil
 }

@@ -495,6 +495,21 @@ func TestPluginAndEncoderErrors(t *testing.T) {
 	resp, b = f.do(t, "POST", "/predict", body(t, nil), nil)
 	require.Equal(t, 500, resp.StatusCode)
 	assert.Contains(t, string(b), "plugin.post")
+	f.emb.postErr = nil
+
+	// No encoding carries a non-finite action to the robot (msgpack could).
+	for _, accept := range []string{"application/json", "application/msgpack"} {
+		f.emb.postNaN = true
+		resp, b = f.do(t, "POST", "/predict", body(t, nil), map[string]string{"Accept": accept})
+		require.Equal(t, 500, resp.StatusCode, accept)
+		assert.Contains(t, string(b), "plugin returned a non-finite action", accept)
+		f.emb.postNaN = false
+		f.backend.inf = true
+		resp, b = f.do(t, "POST", "/predict", body(t, nil), map[string]string{"Accept": accept})
+		require.Equal(t, 500, resp.StatusCode, accept)
+		assert.Contains(t, string(b), "backend returned a non-finite action_pred[0][1] (+Inf)", accept)
+		f.backend.inf = false
+	}
 }
 
 func TestBodyTooLarge(t *testing.T) {
