@@ -49,10 +49,13 @@
 //
 // Only the instruction set that toolchains emit for plain wasm32 guests is
 // understood: the MVP, sign extension, saturating conversions, bulk memory,
-// reference types, tail calls and typed select. A module using anything
-// else (SIMD, threads, exception handling, GC, multi-memory, memory64)
-// makes Instrument fail with ErrUnsupported; the caller then falls back to
-// another termination mechanism. Instrument does not validate the module
+// reference types, tail calls, typed select and fixed-width SIMD (which
+// Rust and C toolchains emit with simd128, and wazero enables by default).
+// A module using anything else (relaxed SIMD, threads, exception handling,
+// GC, multi-memory, memory64) makes Instrument fail with ErrUnsupported;
+// the caller then falls back to another termination mechanism, which does
+// not bound code that recurses without looping (wazero checks at loop
+// headers only). Instrument does not validate the module
 // beyond what rewriting needs: compile the result with wazero, which does.
 package rewrite
 
@@ -381,12 +384,8 @@ func decodeBody(r *reader, stop uint32, sc *scratch) error {
 				}
 			}
 		case op >= 0x28 && op <= 0x3E: // memarg
-			align := r.u32()
-			if align&0x40 != 0 {
-				return errors.New("multi-memory memarg")
-			}
-			if off := r.u64(); off > 1<<32-1 && r.err == nil {
-				return fmt.Errorf("memarg offset %d at offset %d", off, start)
+			if err := memarg(r, start); err != nil {
+				return err
 			}
 		case op == 0x3F, op == 0x40: // memory.size/grow 0
 			r.u32()
@@ -416,6 +415,25 @@ func decodeBody(r *reader, stop uint32, sc *scratch) error {
 			default:
 				return fmt.Errorf("opcode 0xfc %d", sub)
 			}
+		case op == 0xFD: // SIMD (fixed-width, 1.0): wazero enables it by default
+			switch sub := r.u32(); {
+			case sub <= 11, sub == 92, sub == 93: // loads, store, load*_zero
+				if err := memarg(r, start); err != nil {
+					return err
+				}
+			case sub == 12, sub == 13: // v128.const, i8x16.shuffle
+				r.bytes(16)
+			case sub >= 21 && sub <= 34: // extract/replace_lane
+				r.byte()
+			case sub >= 84 && sub <= 91: // load/store*_lane
+				if err := memarg(r, start); err != nil {
+					return err
+				}
+				r.byte()
+			case sub <= 255: // the rest of SIMD 1.0 has no immediate
+			default: // relaxed SIMD and beyond: not in wazero's feature set
+				return fmt.Errorf("opcode 0xfd %d", sub)
+			}
 		default:
 			return fmt.Errorf("opcode %#x at offset %d", op, start)
 		}
@@ -424,6 +442,18 @@ func decodeBody(r *reader, stop uint32, sc *scratch) error {
 		}
 		in.end = int32(r.pos)
 		ins = append(ins, in)
+	}
+	return nil
+}
+
+// memarg reads a memory instruction's alignment and offset (memory 0:
+// multi-memory is refused).
+func memarg(r *reader, start int) error {
+	if align := r.u32(); align&0x40 != 0 {
+		return errors.New("multi-memory memarg")
+	}
+	if off := r.u64(); off > 1<<32-1 && r.err == nil {
+		return fmt.Errorf("memarg offset %d at offset %d", off, start)
 	}
 	return nil
 }
@@ -486,7 +516,7 @@ func instrumentBody(out, body, check []byte, stop uint32, everyLoop bool, sc *sc
 // unsupported.
 func valType(t byte) bool {
 	switch t {
-	case 0x7F, 0x7E, 0x7D, 0x7C, 0x70, 0x6F:
+	case 0x7F, 0x7E, 0x7D, 0x7C, 0x7B, 0x70, 0x6F: // i32 i64 f32 f64 v128 funcref externref
 		return true
 	}
 	return false

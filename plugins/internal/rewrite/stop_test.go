@@ -133,12 +133,39 @@ func TestInstrumentCreatesMissingSections(t *testing.T) {
 	assert.Equal(t, uint64(0), stop.Get())
 }
 
+// TestInstrumentSIMD: fixed-width SIMD bodies (a v128 local and every
+// immediate shape: memarg, 16-byte const and shuffle, lane index, memarg
+// plus lane) are rewritten, compile and keep their result.
+func TestInstrumentSIMD(t *testing.T) {
+	body := cat([]byte{1, 1, 0x7B}, // one v128 local
+		[]byte{0xFD, 0x0C, 1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4, 0, 0, 0}, // v128.const i32x4 1 2 3 4
+		[]byte{0x21, 0x01}, // local.set 1
+		[]byte{0x41, 0x00, 0x20, 0x01, 0xFD, 0x0B, 0x04, 0x00},                                           // v128.store [0] = local 1
+		[]byte{0x41, 0x00, 0xFD, 0x00, 0x04, 0x00},                                                       // v128.load [0]
+		[]byte{0x20, 0x01, 0x20, 0x01, 0xFD, 0x0D, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, // identity shuffle
+		[]byte{0xFD, 0xAE, 0x01, 0x21, 0x01},                                                             // i32x4.add → 2 4 6 8; local.set 1
+		[]byte{0x41, 0x04, 0x20, 0x01, 0xFD, 0x56, 0x02, 0x00, 0x03},                                     // v128.load32_lane [4] (= 2) into lane 3
+		[]byte{0xFD, 0x1B, 0x03, 0x20, 0x00, 0x6A, 0x0B})                                                 // i32x4.extract_lane 3 + n
+	wasm := cat([]byte("\x00asm\x01\x00\x00\x00"),
+		sec(secType, 1, 0x60, 1, 0x7F, 1, 0x7F),
+		sec(secFunction, 1, 0),
+		sec(secMemory, 1, 0x00, 0x01),
+		sec(secExport, cat([]byte{1, 4}, []byte("simd"), []byte{0x00, 0})...),
+		sec(secCode, cat([]byte{1}, fnBody(body...))...))
+	m, _, budget := instantiate(t, wasm)
+	res, err := m.ExportedFunction("simd").Call(context.Background(), 40)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(42), res[0])
+	assert.Equal(t, uint64(Interval-1), budget.Get(), "the entry check ran")
+}
+
 func TestInstrumentRefuses(t *testing.T) {
 	simd := testModule()
-	// Replace the spin body's `br 0` with a SIMD prefix byte.
+	// Replace the spin body's `br 0; end` with relaxed SIMD's first
+	// opcode (0xfd 256), which wazero does not implement.
 	for i := range simd {
 		if simd[i] == 0x03 && simd[i+1] == 0x40 && simd[i+2] == 0x0C {
-			simd[i+2] = 0xFD
+			simd[i+2], simd[i+3], simd[i+4] = 0xFD, 0x80, 0x02
 			break
 		}
 	}
@@ -149,7 +176,7 @@ func TestInstrumentRefuses(t *testing.T) {
 	}{
 		{"not wasm", []byte("hello wasm"), "not a version-1 binary"},
 		{"truncated", testModule()[:40], "unexpected end"},
-		{"simd", simd, "opcode 0xfd"},
+		{"relaxed simd", simd, "opcode 0xfd 256"},
 		{"name taken", cat([]byte("\x00asm\x01\x00\x00\x00"), sec(secExport, cat([]byte{1, byte(len(Budget))}, []byte(Budget), []byte{0x03, 0})...)), "already exports"},
 		{"no memory", cat([]byte("\x00asm\x01\x00\x00\x00"), sec(secType, 1, 0x60, 0, 0), sec(secFunction, 1, 0), sec(secCode, cat([]byte{1}, fnBody(0, 0x0B))...)), "no memory"},
 		{"unknown section", append(testModule(), sec(42, 0)...), "unknown section id 42"},
