@@ -318,7 +318,11 @@ func (s *Server) lookup(tag string) (*entry, error) {
 			return e, nil
 		}
 		// Retired between the load and the acquire: the next snapshot
-		// holds its successor (or no longer holds the tag).
+		// holds its successor (or no longer holds the tag), unless the
+		// server closed (closeAll retires every entry of the last one).
+		if s.set.Load() == set {
+			return nil, notReady(stateDraining)
+		}
 	}
 }
 

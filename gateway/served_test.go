@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -472,4 +473,20 @@ func TestInstructionLimitsFromPlugin(t *testing.T) {
 	assert.Contains(t, string(b), "at most 5")
 	resp, _ = f.do(t, "POST", "/predict", body(t, func(m map[string]any) { m["instruction"] = "pick up the cup" }), nil)
 	assert.Equal(t, 200, resp.StatusCode, "the default embodiment keeps its own limit")
+}
+
+// TestLookupAfterClose: once closeAll retired every entry (Shutdown), a
+// lookup and GET /demo (a connection still open past the HTTP drain)
+// answer 503; lookup used to spin on the retired snapshot forever.
+func TestLookupAfterClose(t *testing.T) {
+	f := newFixture(t, true)
+	require.NoError(t, f.srv.Shutdown(context.Background()))
+	e, err := f.srv.lookup("")
+	require.Nil(t, e)
+	var he *HandlerError
+	require.ErrorAs(t, err, &he)
+	assert.Equal(t, http.StatusServiceUnavailable, he.Status)
+	resp, err := f.srv.App().Test(httptest.NewRequest("GET", "/demo", nil), 5000)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 }
