@@ -375,3 +375,70 @@ func mustKeys(t *testing.T, keys ...string) []secure.Key {
 	require.NoError(t, err)
 	return ks
 }
+
+// TestWhileStarting: while the gateway warms up, a client that connects and
+// leaves frees its connection slot (it used to hold it until ready), a
+// client's ping is answered, and an observation sent before the metadata
+// is served once the gateway is ready.
+func TestWhileStarting(t *testing.T) {
+	fg := &fakegw.Gateway{}
+	fg.NotReady.Store(true)
+	s, addr := startServer(t, Options{Gateway: fg, MaxConnections: 2})
+	dialRaw := func() *websocket.Conn {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		ws, _, err := websocket.Dial(ctx, "ws://"+addr+"/", nil)
+		require.NoError(t, err)
+		return ws
+	}
+	for range 2 {
+		dialRaw().CloseNow() //nolint:errcheck
+	}
+	noConns := func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return len(s.conns) == 0
+	}
+	require.Eventually(t, noConns, 5*time.Second, 10*time.Millisecond, "the slots of clients gone while starting are freed")
+
+	ws := dialRaw()
+	defer ws.CloseNow() //nolint:errcheck
+	replies := make(chan []byte, 2)
+	go func() {
+		for {
+			_, b, err := ws.Read(context.Background())
+			if err != nil {
+				return
+			}
+			replies <- b
+		}
+	}()
+	pctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, ws.Ping(pctx), "ping while starting")
+	b, err := wire.Marshal(droidObs(), wire.EncodingOpenPI)
+	require.NoError(t, err)
+	require.NoError(t, ws.Write(pctx, websocket.MessageBinary, b))
+	fg.NotReady.Store(false)
+	for i, want := range []string{"metadata", "actions"} {
+		select {
+		case r := <-replies:
+			v, err := wire.Decode(r, wire.Limits{})
+			require.NoError(t, err, want)
+			_, isMap := v.(*wire.Map)
+			assert.True(t, isMap, "reply %d (%s)", i, want)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no %s reply", want)
+		}
+	}
+	assert.Len(t, fg.Requests(), 1)
+	ws.CloseNow() //nolint:errcheck
+	require.Eventually(t, noConns, 5*time.Second, 10*time.Millisecond, "the slot of a client gone after a request is freed")
+
+	// Idle clients that leave free their slots, every time (the reader's
+	// hand-off of the peer's error used to be lost half the time).
+	for range 8 {
+		dial(t, addr, openpiclient.Options{}).Close()
+		require.Eventually(t, noConns, 5*time.Second, 10*time.Millisecond, "the slot of an idle client gone is freed")
+	}
+}

@@ -348,26 +348,20 @@ func (c *conn) serve() {
 	pctx, cancelPred := context.WithCancel(s.baseCtx)
 	defer cancelPred()
 
-	// Wait for readiness before the metadata (openpi clients block on it).
-	for !s.o.Gateway.Ready() {
-		select {
-		case <-c.stopCh:
-			c.ws.Close(websocket.StatusGoingAway, "server shutting down") //nolint:errcheck
-			return
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	if err := c.write(websocket.MessageBinary, metadata(s)); err != nil {
-		return
-	}
-	s.log.Debug("openpi: connected", "peer", c.peer)
-
+	// The reader runs from the start, so that a peer that leaves while
+	// the gateway warms up is seen (its slot freed) and its pings are
+	// answered.
 	rctx, cancelRead := context.WithCancel(pctx)
 	defer cancelRead()
 	dl := newDeadline(cancelRead)
 	defer dl.disarm()
-	dl.arm(s.o.IdleTimeout, errIdle)
 	msgs := make(chan message)
+	// quit, not pctx, ends the reader's hand-off: the reader cancels pctx
+	// itself when the peer goes, and must still deliver that error (a
+	// select on pctx lost it half the time: the connection then waited
+	// for a message that never came, holding its slot until shutdown).
+	quit := make(chan struct{})
+	defer close(quit)
 	go func() {
 		for {
 			m := c.read(rctx, dl)
@@ -379,7 +373,7 @@ func (c *conn) serve() {
 			}
 			select {
 			case msgs <- m:
-			case <-pctx.Done():
+			case <-quit:
 				return
 			}
 			if m.err != nil {
@@ -387,15 +381,44 @@ func (c *conn) serve() {
 			}
 		}
 	}()
-	var prevTotal time.Duration = -1
-	for {
-		var m message
+
+	// Wait for readiness before the metadata (openpi clients block on it).
+	// A message sent before it (no openpi client does) is served after.
+	var early *message
+	for in := msgs; !s.o.Gateway.Ready(); {
 		select {
-		case m = <-msgs:
-			dl.disarm() // serving: bounded by the request's own deadline
 		case <-c.stopCh:
 			c.ws.Close(websocket.StatusGoingAway, "server shutting down") //nolint:errcheck
 			return
+		case m := <-in:
+			if m.err != nil {
+				s.log.Debug("openpi: connection closed while starting", "peer", c.peer, "err", m.err.Error())
+				return
+			}
+			early, in = &m, nil
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if err := c.write(websocket.MessageBinary, metadata(s)); err != nil {
+		return
+	}
+	s.log.Debug("openpi: connected", "peer", c.peer)
+	if early == nil {
+		dl.arm(s.o.IdleTimeout, errIdle)
+	}
+	var prevTotal time.Duration = -1
+	for {
+		var m message
+		if early != nil {
+			m, early = *early, nil
+		} else {
+			select {
+			case m = <-msgs:
+				dl.disarm() // serving: bounded by the request's own deadline
+			case <-c.stopCh:
+				c.ws.Close(websocket.StatusGoingAway, "server shutting down") //nolint:errcheck
+				return
+			}
 		}
 		if m.err != nil {
 			var tl *tooLargeError
