@@ -49,6 +49,7 @@ func parseJSON(b []byte) (any, error) {
 type jsonParser struct {
 	b []byte
 	i int
+	n int // values parsed (maxBodyValues)
 	// stack holds the elements of the arrays being parsed (innermost on
 	// top); each array copies its own out when it closes.
 	stack []any
@@ -121,6 +122,9 @@ func (p *jsonParser) ws() {
 func (p *jsonParser) value(depth int) (any, error) {
 	if p.i >= len(p.b) {
 		return nil, p.errorf("unexpected end of input")
+	}
+	if p.n++; p.n > maxBodyValues {
+		return nil, fmt.Errorf("offset %d: %w", p.i, errTooManyValues)
 	}
 	switch c := p.b[p.i]; {
 	case c == '{':

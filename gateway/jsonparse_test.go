@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"os"
 	"reflect"
@@ -197,4 +198,39 @@ func FuzzDecodeMsgpack(f *testing.F) {
 		}
 		_, _ = validate(r, &droidInfo, &ModelInfo{ActionDim: testActionDim})
 	})
+}
+
+// TestBodyValueLimit: a body of more than maxBodyValues values is refused
+// as too large (413, field body) in both encodings, before its values
+// cost tens of bytes each; exactly the limit parses.
+func TestBodyValueLimit(t *testing.T) {
+	jsonArray := func(n int) []byte { // {"state":[0,0,…]}: n values in all
+		return []byte(`{"state":[` + strings.Repeat("0,", n-3) + `0]}`)
+	}
+	mpArray := func(n int) []byte { // {"state": [nil × (n−3)]}: n values
+		b := []byte{0x81, 0xa5, 's', 't', 'a', 't', 'e', 0xdd, 0, 0, 0, 0}
+		binary.BigEndian.PutUint32(b[8:], uint32(n-3))
+		return append(b, bytes.Repeat([]byte{0xc0}, n-3)...)
+	}
+	for _, tc := range []struct {
+		name   string
+		parse  func([]byte) (any, error)
+		decode func([]byte) (*Request, error)
+		body   func(int) []byte
+	}{
+		{"json", parseJSON, decodeJSON, jsonArray},
+		{"msgpack", parseMsgpack, decodeMsgpack, mpArray},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := tc.parse(tc.body(maxBodyValues))
+			require.NoError(t, err)
+			_, err = tc.decode(tc.body(maxBodyValues + 1))
+			var he *HandlerError
+			require.ErrorAs(t, err, &he)
+			assert.Equal(t, 413, he.Status)
+			assert.Equal(t, CodeTooLarge, he.Code)
+			assert.Equal(t, "body", he.Field)
+			assert.Contains(t, he.Error(), "more than 1048576 values in one body")
+		})
+	}
 }

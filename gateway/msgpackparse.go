@@ -31,6 +31,7 @@ func parseMsgpack(b []byte) (any, error) {
 type mpParser struct {
 	b []byte
 	i int
+	n int // values parsed (maxBodyValues)
 }
 
 func (p *mpParser) errorf(format string, args ...any) error {
@@ -66,6 +67,9 @@ func (p *mpParser) length(size int) (int, error) {
 func (p *mpParser) value(depth int) (any, error) {
 	if depth > maxJSONDepth {
 		return nil, p.errorf("nested too deeply")
+	}
+	if p.n++; p.n > maxBodyValues {
+		return nil, fmt.Errorf("offset %d: %w", p.i, errTooManyValues)
 	}
 	s, err := p.take(1)
 	if err != nil {
