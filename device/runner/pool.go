@@ -682,12 +682,14 @@ func (w *worker) restart() *conn {
 		}()
 		c, err := spawn(ctx, w.argv, p.o.Env, p.o.Stderr, p.o.StartTimeout)
 		kind := "start"
+		installed := false // c became w.cur: its death is counted by down
 		if err == nil && c.hello.Layout != p.layout {
 			err = fmt.Errorf("restarted runner serves layout %+v, want %+v", c.hello.Layout, p.layout)
 			c.close(time.Second)
 		} else if err == nil {
 			w.mu.Lock()
 			w.cur, w.status.PID = c, c.pid
+			installed = true
 			w.mu.Unlock()
 			p.mu.Lock()
 			gate := p.gate
@@ -730,13 +732,18 @@ func (w *worker) restart() *conn {
 		}
 		failures++
 		w.mu.Lock()
+		// A runner that died during its gate went through down, which
+		// counted it by the cause of its death: not again as "gate".
+		countedByDown := installed && w.cur != c
 		w.cur, w.status.PID = nil, 0
 		w.status.Failures = failures
 		w.status.LastCause, w.status.LastCauseKind = err.Error(), kind
 		if se := (*startError)(nil); errors.As(err, &se) {
 			w.status.LastStderr = se.stderr
 		}
-		w.status.RestartsByCause[kind]++
+		if !countedByDown {
+			w.status.RestartsByCause[kind]++
+		}
 		w.mu.Unlock()
 		p.log.Error("runner restart failed", "runner", w.index, "attempt", failures, "of", p.o.MaxRestarts, "err", err)
 		if failures >= p.o.MaxRestarts {

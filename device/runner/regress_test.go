@@ -119,6 +119,27 @@ func TestRunnerTruncatesSegment(t *testing.T) {
 	}
 }
 
+// TestGateDeathCountedOnce: a restarted runner that dies during its gate
+// is counted once, by the cause of its death (it was counted again as
+// "gate": restarts_by_cause summed to more than restarts).
+func TestGateDeathCountedOnce(t *testing.T) {
+	p, err := openPool(t, "fake-dieonpredict", 1, runner.Options{MaxRestarts: 2, BackoffMin: 10 * time.Millisecond, BackoffMax: 10 * time.Millisecond})
+	require.NoError(t, err)
+	defer p.Close()
+	_ = p.SetGate(context.Background(), func(ctx context.Context, b device.Backend) error {
+		_, err := b.Predict(ctx, fakeInputs())
+		return err
+	})
+	require.Eventually(t, func() bool { return p.Supervision().Runners[0].State == "failed" }, 20*time.Second, 10*time.Millisecond)
+	st := p.Supervision().Runners[0]
+	sum := 0
+	for _, n := range st.RestartsByCause {
+		sum += n
+	}
+	assert.Equal(t, st.Restarts, sum, "restarts_by_cause %v", st.RestartsByCause)
+	assert.Zero(t, st.RestartsByCause["gate"], "restarts_by_cause %v", st.RestartsByCause)
+}
+
 // TestGateRunnerDiesDuringGate: a runner that dies during the start-up
 // gate fails SetGate with ErrRestarting; SetGate does not panic.
 func TestGateRunnerDiesDuringGate(t *testing.T) {
