@@ -311,6 +311,24 @@ func TestGuestOutputToSlog(t *testing.T) {
 	h.mu.Unlock()
 	assert.Contains(t, logs, "INFO misbehave: h plugin=misbehave stream=stdio", "stdout captured and capped at 12 bytes")
 	assert.Contains(t, logs, "WARN misbehave: h plugin=misbehave", "gw_host.log capped at 12 bytes")
+
+	// gw_host.log in a loop: one call logs its budget, not 80 MB.
+	h.mu.Lock()
+	h.recs = nil
+	h.mu.Unlock()
+	_, err = p.Pre(context.Background(), preIn("logflood", 1, 1))
+	require.NoError(t, err)
+	h.mu.Lock()
+	logs = strings.Join(h.recs, "\n")
+	h.mu.Unlock()
+	assert.Less(t, len(logs), 1<<10, "gw_host.log budget per call")
+	_, err = p.Pre(context.Background(), preIn("ok", 1, 1)) // reports the last call's drops
+	require.NoError(t, err)
+	h.mu.Lock()
+	logs = strings.Join(h.recs, "\n")
+	h.mu.Unlock()
+	// 20,000 lines, each read up to the 12-byte limit, one of them logged.
+	assert.Contains(t, logs, "guest output truncated plugin=misbehave dropped_bytes=239988")
 }
 
 // TestHammer: many goroutines × many calls through a small pool; every

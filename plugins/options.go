@@ -120,8 +120,9 @@ func WithRecycle(maxCalls int, highWaterPages uint32) Option {
 // ErrPoolExhausted.
 func WithAcquireTimeout(d time.Duration) Option { return func(o *options) { o.acquireTimeout = d } }
 
-// WithStdioLimit caps the guest stdout+stderr bytes logged per call
-// (default 4 KiB); the rest is dropped and counted.
+// WithStdioLimit caps the guest stdout+stderr bytes logged per call, and
+// separately its gw_host.log bytes (default 4 KiB each); the rest is
+// dropped and counted.
 func WithStdioLimit(n int) Option { return func(o *options) { o.stdioLimit = n } }
 
 // WithInterpreter selects wazero's interpreter instead of the compiler

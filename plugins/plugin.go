@@ -74,6 +74,9 @@ type Plugin struct {
 	idle  idleStack
 	live  atomic.Int32
 	inUse atomic.Int32
+	// stdio maps each live instance's api.Module to its output budget,
+	// so that gw_host.log is charged to the call that made it.
+	stdio sync.Map
 
 	mu       sync.RWMutex
 	closed   bool
@@ -419,6 +422,7 @@ type instance struct {
 	inPtr, inCap                     uint32
 	calls                            int
 	stdio                            *stdioWriter
+	registry                         *sync.Map // Plugin.stdio, which holds mod while it lives
 	wd                               *watchdog // nil with DeadlineCloseOnContextDone
 	// Result decoders, one per stage (0 pre, 1 post), reused across
 	// calls: a stage's results repeat their layout at the same address
@@ -434,7 +438,12 @@ func (inst *instance) close(ctx context.Context) {
 		inst.wd.stop()
 	}
 	_ = inst.mod.Close(ctx)
+	inst.registry.Delete(inst.mod)
 }
+
+// stdioKey carries the instance's output budget into InstantiateModule
+// (start functions run before the instance is registered in Plugin.stdio).
+type stdioKey struct{}
 
 func (p *Plugin) newInstance(ctx context.Context, describe bool) (*instance, error) {
 	return p.newInstanceInit(ctx, describe, true)
@@ -450,14 +459,15 @@ func (p *Plugin) newInstanceInit(ctx context.Context, describe, init bool) (*ins
 	} else {
 		cfg = cfg.WithStartFunctions() // _initialize runs below, under the watchdog
 	}
-	ictx, cancel := context.WithTimeout(ctx, p.o.maxTimeout)
+	ictx, cancel := context.WithTimeout(context.WithValue(ctx, stdioKey{}, w), p.o.maxTimeout)
 	defer cancel()
 	mod, err := p.rt.InstantiateModule(ictx, p.compiled, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("wasm: plugin[%s] instantiate: %w", p.name, err)
 	}
+	p.stdio.Store(mod, w)
 	inst := &instance{
-		mod: mod, mem: mod.Memory(), stdio: w,
+		mod: mod, mem: mod.Memory(), stdio: w, registry: &p.stdio,
 		alloc:    mod.ExportedFunction(abi.ExportAlloc),
 		describe: mod.ExportedFunction(abi.ExportDescribe),
 		init:     mod.ExportedFunction(abi.ExportInit),
@@ -469,6 +479,7 @@ func (p *Plugin) newInstanceInit(ctx context.Context, describe, init bool) (*ins
 		budget, ok2 := mod.ExportedGlobal(rewrite.Budget).(api.MutableGlobal)
 		if !ok1 || !ok2 {
 			_ = mod.Close(context.Background())
+			p.stdio.Delete(mod)
 			return nil, fmt.Errorf("wasm: plugin[%s] instantiate: stop-check globals missing", p.name)
 		}
 		inst.wd = newWatchdog(flag, budget)
@@ -980,6 +991,9 @@ func (p *Plugin) closeRuntime(ctx context.Context) {
 }
 
 // hostLog implements gw_host.log(level, ptr, len).
+// Its lines share the call's stdout/stderr budget (stdioLimit bytes per
+// call; the rest is dropped and counted), so a guest that logs in a loop
+// costs its call a few KiB of log, not megabytes.
 func (p *Plugin) hostLog(ctx context.Context, mod api.Module, stack []uint64) {
 	level, ptr, n := int32(stack[0]), uint32(stack[1]), uint32(stack[2])
 	if n > uint32(p.o.stdioLimit) {
@@ -990,17 +1004,27 @@ func (p *Plugin) hostLog(ctx context.Context, mod api.Module, stack []uint64) {
 		p.o.logger.Warn("plugins: gw_host.log with an out-of-range buffer", "plugin", p.name, "ptr", ptr, "len", n)
 		return
 	}
-	p.o.logger.Log(ctx, slog.Level(level), string(b), "plugin", p.name)
+	w, _ := ctx.Value(stdioKey{}).(*stdioWriter)
+	if v, ok := p.stdio.Load(mod); ok {
+		w = v.(*stdioWriter)
+	}
+	if w == nil { // not one of ours: cannot happen, log it bounded as before
+		p.o.logger.Log(ctx, slog.Level(level), string(b), "plugin", p.name)
+		return
+	}
+	w.log(ctx, slog.Level(level), b)
 }
 
-// stdioWriter forwards guest stdout/stderr to slog, at most limit bytes per
-// call (reset by the host before each call).
+// stdioWriter forwards guest stdout/stderr and gw_host.log lines to slog,
+// at most limit bytes of each per call (reset by the host before each
+// call).
 type stdioWriter struct {
 	plugin  string
 	logger  *slog.Logger
 	limit   int
 	mu      sync.Mutex
-	used    int
+	used    int // stdout and stderr bytes this call
+	logged  int // gw_host.log bytes this call
 	dropped int
 }
 
@@ -1009,26 +1033,43 @@ func (w *stdioWriter) reset() {
 	if w.dropped > 0 {
 		w.logger.Warn("plugins: guest output truncated", "plugin", w.plugin, "dropped_bytes", w.dropped)
 	}
-	w.used, w.dropped = 0, 0
+	w.used, w.logged, w.dropped = 0, 0, 0
 	w.mu.Unlock()
 }
 
 func (w *stdioWriter) Write(b []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	room := w.limit - w.used
-	if room <= 0 {
-		w.dropped += len(b)
-		return len(b), nil
-	}
-	s := b
-	if len(s) > room {
-		w.dropped += len(s) - room
-		s = s[:room]
-	}
-	w.used += len(s)
-	if msg := strings.TrimRight(string(s), "\n"); msg != "" {
-		w.logger.Info(msg, "plugin", w.plugin, "stream", "stdio")
+	if s := w.take(&w.used, b); len(s) > 0 {
+		if msg := strings.TrimRight(string(s), "\n"); msg != "" {
+			w.logger.Info(msg, "plugin", w.plugin, "stream", "stdio")
+		}
 	}
 	return len(b), nil
+}
+
+// log writes one gw_host.log line at level, within the call's budget
+// for gw_host.log (limit bytes, as stdout/stderr's).
+func (w *stdioWriter) log(ctx context.Context, level slog.Level, b []byte) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if s := w.take(&w.logged, b); len(s) > 0 {
+		w.logger.Log(ctx, level, string(s), "plugin", w.plugin)
+	}
+}
+
+// take charges b to the budget *used counts and returns the part that
+// fits (w.mu held).
+func (w *stdioWriter) take(used *int, b []byte) []byte {
+	room := w.limit - *used
+	if room <= 0 {
+		w.dropped += len(b)
+		return nil
+	}
+	if len(b) > room {
+		w.dropped += len(b) - room
+		b = b[:room]
+	}
+	*used += len(b)
+	return b
 }

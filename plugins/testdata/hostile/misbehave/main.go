@@ -68,6 +68,11 @@ func (p *plugin) Pre(obs *pdk.Observation) ([]float32, error) {
 		for i := 0; i < n; i++ {
 			spinSink += i
 		}
+	case ins == "logflood": // 80 MB of gw_host.log in one call
+		line := strings.Repeat("x", 4096)
+		for range 20000 {
+			pdk.Log(abi.LogError, line)
+		}
 	case ins == "log":
 		fmt.Println("misbehave: hello from stdout")
 		pdk.Log(abi.LogWarn, "misbehave: hello from gw_host.log")
