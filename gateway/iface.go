@@ -222,6 +222,9 @@ type Deps struct {
 	// Close, when set, is called after the backend is closed at shutdown
 	// (plugin host, caches).
 	Close func() error
+	// gating: Backend is one restarted runner, out of rotation, that its
+	// gate runs alone; its calls take no slot of the device lock.
+	gating bool
 }
 
 // LoadFunc builds the dependencies at start-up. The gateway calls it once,

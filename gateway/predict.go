@@ -240,6 +240,11 @@ func endSpan(sp trace.Span, err error) {
 // Everything but the device call runs outside the lock.
 //
 // e is the embodiment's binding, held by the caller for the whole call.
+// protocolWarmup is runPredict's protocol for the gateway's own warm-up and
+// gate predictions: they wait for a device slot past queue_depth (a reload
+// or a start under load is not refused as queue_full).
+const protocolWarmup = "warmup"
+
 func (s *Server) runPredict(ctx context.Context, deps *Deps, e *entry, r *Request, rid string, start time.Time, protocol string) (*PredictResponse, error) {
 	info := e.info
 	embAttrs := []attribute.KeyValue{
@@ -331,7 +336,15 @@ func (s *Server) runPredict(ctx context.Context, deps *Deps, e *entry, r *Reques
 	// queue + device.
 	t0 = time.Now()
 	qctx, sp := s.span(ctx, "queue", attribute.Int64("queue.waiting", s.lock.waiting.Load()))
-	release, err := s.lock.acquire(qctx)
+	var release func()
+	switch {
+	case deps.gating: // a runner out of rotation: no client waits for it
+		release = func() {}
+	case protocol == protocolWarmup: // waits its turn, never refused as queue_full
+		release, err = s.lock.acquireInternal(qctx)
+	default:
+		release, err = s.lock.acquire(qctx)
+	}
 	endSpan(sp, err)
 	tm.Queue = ms(time.Since(t0))
 	stage("queue", time.Since(t0))

@@ -50,4 +50,19 @@ func (l *deviceLock) acquire(ctx context.Context) (release func(), err error) {
 	}
 }
 
+// acquireInternal takes the lock as acquire does, outside the queue (the
+// gateway's own warm-ups: few; neither refused as queue_full nor counted
+// against the clients' queue_depth).
+func (l *deviceLock) acquireInternal(ctx context.Context) (release func(), err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	select {
+	case l.sem <- struct{}{}:
+		return l.release, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
 func (l *deviceLock) release() { <-l.sem }

@@ -73,6 +73,7 @@ func (s *Server) gateDevices(ctx context.Context, deps *Deps, e *entry) error {
 	gate := func(ctx context.Context, b device.Backend) error {
 		d := *deps
 		d.Backend = b
+		d.gating = true // b is one runner, out of rotation (SetGate, restarts)
 		mu.Lock()
 		starting := start
 		mu.Unlock()

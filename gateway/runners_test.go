@@ -200,3 +200,67 @@ func TestRestartGateUsesReloadedDefault(t *testing.T) {
 
 	require.NoError(t, gate(context.Background(), kg.fakeBackend), "a restarted device is gated with the served default")
 }
+
+// slottedGater is a two-slot backend whose SetGate records the gate (the
+// test runs it on a "restarted runner" of its own).
+type slottedGater struct {
+	*fakeBackend
+	gate device.GateFunc
+}
+
+func (b *slottedGater) Slots() int { return 2 }
+func (b *slottedGater) SetGate(ctx context.Context, gate device.GateFunc) error {
+	b.gate = gate
+	return gate(ctx, b.fakeBackend)
+}
+
+// TestInternalPredictionsUnderLoad: with clients filling the device slots
+// and queue_depth, a reload's warm-up waits its turn instead of being
+// refused as queue_full (which refused a valid plugin), and the gate of a
+// restarted runner (out of rotation: no client waits for it) runs at once
+// without a slot (its failures under load killed good runners until the
+// pool gave up on them).
+func TestInternalPredictionsUnderLoad(t *testing.T) {
+	sg := &slottedGater{fakeBackend: &fakeBackend{}}
+	f := newFixture(t, true, func(c *config.Config, _ *Options, f *fixture) { c.QueueDepth = 1; f.deps.Backend = sg })
+	sg.fakeBackend.gate = make(chan struct{})
+	sg.fakeBackend.started = make(chan struct{}, 16)
+	b := body(t, nil)
+	var wg sync.WaitGroup
+	for range 3 { // 2 slots busy + 1 waiting: the queue is full
+		wg.Add(1)
+		go func() { defer wg.Done(); f.do(t, "POST", "/predict", b, nil) }()
+	}
+	<-sg.fakeBackend.started
+	<-sg.fakeBackend.started
+	require.Eventually(t, func() bool { return f.srv.lock.waiting.Load() == 1 }, 10*time.Second, 5*time.Millisecond)
+	resp, _ := f.do(t, "POST", "/predict", b, nil)
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "a client past queue_depth is refused")
+
+	restarted := &fakeBackend{}
+	require.NoError(t, sg.gate(context.Background(), restarted), "restart gate under load")
+	assert.Positive(t, restarted.calls.Load())
+
+	f.catalog.put(secondTag, secondBinding(t, "1.0.0", f.enc))
+	encoded := f.enc.encoded.Load()
+	done := make(chan []change, 1)
+	go func() {
+		changes, err := f.srv.Reload(context.Background())
+		assert.NoError(t, err)
+		done <- changes
+	}()
+	require.Eventually(t, func() bool { return f.enc.encoded.Load() > encoded }, 10*time.Second, 5*time.Millisecond, "the warm-up reached the device lock")
+	time.Sleep(50 * time.Millisecond) // and waits there (a refusal would end the reload now)
+	assert.EqualValues(t, 1, f.srv.lock.waiting.Load(), "the warm-up is not counted against queue_depth")
+	close(sg.fakeBackend.gate)
+	changes := <-done
+	wg.Wait()
+	found := false
+	for _, ch := range changes {
+		if ch.Embodiment == secondTag {
+			found = true
+			assert.NotEqual(t, "refused", ch.Change, ch.Reason)
+		}
+	}
+	assert.True(t, found, "%+v", changes)
+}

@@ -469,7 +469,7 @@ func (s *Server) warmupRuns(ctx context.Context, deps *Deps, e *entry) (*warmupR
 	for i := 1; i <= rep.Runs; i++ {
 		start := time.Now()
 		rctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout*10)
-		resp, err := s.runPredict(rctx, deps, e, req, fmt.Sprintf("warmup-%s-%d", e.tag, i), start, "warmup")
+		resp, err := s.runPredict(rctx, deps, e, req, fmt.Sprintf("warmup-%s-%d", e.tag, i), start, protocolWarmup)
 		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("warm-up %d/%d: %w", i, rep.Runs, err)
