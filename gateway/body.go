@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"time"
 
@@ -103,7 +102,7 @@ const clientPoll = 20 * time.Millisecond
 func (s *Server) watchClient(ctx context.Context, c *fiber.Ctx) (context.Context, *clientWatch) {
 	w := &clientWatch{done: make(chan struct{}), closed: make(chan struct{})}
 	conn := c.Context().Conn()
-	if _, ok := conn.(*net.TCPConn); !ok {
+	if tcpConn(conn) == nil {
 		return ctx, w
 	}
 	ctx, cancel := context.WithCancel(ctx)

@@ -3,9 +3,11 @@ package gateway
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gr00tgw/gr00tgw/config"
+	"github.com/gr00tgw/gr00tgw/gateway/secure"
+	"github.com/gr00tgw/gr00tgw/gateway/secure/securetest"
 )
 
 // serveTCP serves f on a loopback listener and returns its address.
@@ -70,6 +74,42 @@ func TestClientDisconnectCancels(t *testing.T) {
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	require.NoError(t, err)
 	assert.Equal(t, 200, resp.StatusCode)
+}
+
+// TestTLSClientDisconnectCancels: over TLS (tls.cert_file) a client that
+// disconnects cancels its request as over plain TCP. The watcher only
+// knew *net.TCPConn, and a peek would see the close_notify alert the
+// client sends before its FIN, not the FIN.
+func TestTLSClientDisconnectCancels(t *testing.T) {
+	ca := securetest.NewCA(t, "disconnect")
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "c.pem"), filepath.Join(dir, "k.pem")
+	ca.Issue(t, "localhost", certFile, keyFile)
+	cert, err := secure.LoadCertificate(certFile, keyFile)
+	require.NoError(t, err)
+	ccfg, err := secure.ClientConfig(ca.File)
+	require.NoError(t, err)
+
+	f := newFixture(t, true)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = f.srv.Serve(cert.Listen(ln)) }()
+	t.Cleanup(func() { _ = f.srv.Shutdown(context.Background()) })
+	f.backend.gate = make(chan struct{})
+	f.backend.started = make(chan struct{}, 4)
+	defer close(f.backend.gate)
+
+	b := body(t, nil)
+	conn, err := tls.Dial("tcp", ln.Addr().String(), ccfg)
+	require.NoError(t, err)
+	_, err = fmt.Fprintf(conn, "POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(b))
+	require.NoError(t, err)
+	_, err = conn.Write(b)
+	require.NoError(t, err)
+	<-f.backend.started
+	require.NoError(t, conn.Close()) // close_notify, then FIN
+	require.Eventually(t, func() bool { return f.backend.active.Load() == 0 && f.srv.inflightN.Load() == 0 },
+		5*time.Second, 5*time.Millisecond, "device released")
 }
 
 // A request beyond the queue is refused before its body is read (a body

@@ -7,14 +7,23 @@ import (
 	"syscall"
 )
 
-// peerClosed reports whether the client closed its side of conn: a
-// non-blocking MSG_PEEK read of one byte returns 0 (orderly shutdown) or a
-// reset. Bytes already sent (a pipelined request) are left in place; any
-// conn other than a TCP one (TLS, the in-memory conns of tests) reports
-// false.
+// tcpConn is the TCP connection under conn: conn itself, or the one a TLS
+// connection wraps (tls.Conn's NetConn, which secure's listener keeps);
+// nil for anything else (the in-memory conns of tests).
+func tcpConn(conn net.Conn) *net.TCPConn {
+	if w, ok := conn.(interface{ NetConn() net.Conn }); ok {
+		conn = w.NetConn()
+	}
+	tc, _ := conn.(*net.TCPConn)
+	return tc
+}
+
+// peerClosed reports whether the client closed its side of conn (a TCP
+// connection, or TLS over one; false for anything else). Bytes already
+// sent (a pipelined request, a TLS close_notify) are left in place.
 func peerClosed(conn net.Conn) bool {
-	tc, ok := conn.(*net.TCPConn)
-	if !ok {
+	tc := tcpConn(conn)
+	if tc == nil {
 		return false
 	}
 	rc, err := tc.SyscallConn()
@@ -22,11 +31,17 @@ func peerClosed(conn net.Conn) bool {
 		return false
 	}
 	closed := false
-	var b [1]byte
 	_ = rc.Read(func(fd uintptr) bool {
-		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		closed = (n == 0 && err == nil) || err == syscall.ECONNRESET
+		closed = fdPeerClosed(int(fd))
 		return true
 	})
 	return closed
+}
+
+// peekClosed is fdPeerClosed by a non-blocking one-byte MSG_PEEK: 0 bytes
+// (orderly shutdown) or a reset. It misses a FIN behind unread bytes.
+func peekClosed(fd int) bool {
+	var b [1]byte
+	n, _, err := syscall.Recvfrom(fd, b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	return (n == 0 && err == nil) || err == syscall.ECONNRESET
 }
