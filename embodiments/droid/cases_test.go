@@ -106,6 +106,12 @@ func writeCases(t *testing.T) {
 		{"name": "post with a short chunk", "stage": "post",
 			"input": obj{"action_pred": pred[:10], "state": state},
 			"want":  obj{"error": obj{"code": "invalid_action", "field": "action_pred"}}},
+		{"name": "eef_9d with a zero rot6d vector", "stage": "pre",
+			"input": obj{"instruction": ins, "state": with(state, "eef_9d", []float64{0.1, 0.2, 0.3, 0, 0, 0, 0, 1, 0}), "cameras": cams},
+			"want":  obj{"error": obj{"code": "invalid_state", "field": "state.eef_9d"}}},
+		{"name": "eef_9d with parallel rot6d vectors", "stage": "pre",
+			"input": obj{"instruction": ins, "state": with(state, "eef_9d", []float64{0.1, 0.2, 0.3, 1, 0, 0, 1, 0, 0}), "cameras": cams},
+			"want":  obj{"error": obj{"code": "invalid_state", "field": "state.eef_9d"}}},
 	}
 	require.NoError(t, os.MkdirAll(casesDir, 0o755))
 	old, _ := filepath.Glob(filepath.Join(casesDir, "*.json"))
@@ -139,7 +145,7 @@ func TestCases(t *testing.T) {
 		HostOptions: plugintest.DefaultOptions(t),
 	})
 	require.NoError(t, err)
-	require.Len(t, rep.Cases, 14)
+	require.Len(t, rep.Cases, 16)
 	for _, c := range rep.Cases {
 		require.NoError(t, c.Err, "%s (%s)", c.Name, c.File)
 	}

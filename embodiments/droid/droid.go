@@ -367,6 +367,9 @@ func (d *Droid) Pre(obs *pdk.Observation) ([]float32, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkRotation(eg.Values, f64); err != nil {
+		return nil, err
+	}
 	// Only d.state[:17] is ever written; the padding stays zero.
 	off := 0
 	if f64 {
@@ -390,6 +393,24 @@ func (d *Droid) Pre(obs *pdk.Observation) ([]float32, error) {
 		d.state[i] = d.norms[i].norm32(x[i], d.clipMask)
 	}
 	return d.state[:], nil
+}
+
+// checkRotation refuses an eef_9d state whose rot6d (values 3–8) has no
+// rotation: Post's Gram-Schmidt of it, in the state's dtype, would divide
+// by zero (a zero or subnormal vector, or two parallel ones) and every
+// action would be NaN.
+func checkRotation(eef []float64, f64 bool) error {
+	var m pdk.Mat3
+	if f64 {
+		m = pdk.Rot6DToMat64(eef[3:9])
+	} else {
+		r := [6]float32{float32(eef[3]), float32(eef[4]), float32(eef[5]), float32(eef[6]), float32(eef[7]), float32(eef[8])}
+		m = pdk.Rot6DToMat32(r[:])
+	}
+	if !pdk.AllFinite(m[:]) {
+		return pdk.Errorf(abi.CodeInvalidState, "state.eef_9d", "rotation (values 3 to 8, two rot6d vectors) is degenerate: a vector is zero or the two are parallel")
+	}
+	return nil
 }
 
 // dimNorm holds one state dim's normalisation constants (setStateBounds).
