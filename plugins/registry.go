@@ -117,11 +117,7 @@ func (r *Registry) Scan() ([]Entry, error) {
 		if err != nil {
 			e.Err = fmt.Errorf("wasm: plugin[%s]: %w", m.Name, err)
 		}
-		h := sha256.New()
-		h.Write(mb)
-		h.Write([]byte{0})
-		h.Write(wasm)
-		e.Revision = hex.EncodeToString(h.Sum(nil))
+		e.Revision = revision(mb, wasm)
 		byTag[e.Tag] = append(byTag[e.Tag], len(out))
 		out = append(out, e)
 	}
@@ -141,9 +137,21 @@ func (r *Registry) Scan() ([]Entry, error) {
 	return out, nil
 }
 
+// revision is an Entry's Revision: the digest of its manifest and wasm.
+func revision(manifest, wasm []byte) string {
+	h := sha256.New()
+	h.Write(manifest)
+	h.Write([]byte{0})
+	h.Write(wasm)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
 // Open loads the plugin in e.Dir with the registry's options (see the
 // package-level Open) and checks that it describes the tag its manifest
-// lists. The caller closes the plugin.
+// lists, and, when e has a Revision, that the files it loaded are the
+// ones Scan saw: a plugin edited in between is refused (the caller would
+// record a revision that is not the one it serves, and a later reload
+// would call the edit unchanged). The caller closes the plugin.
 func (r *Registry) Open(ctx context.Context, e Entry) (*Plugin, error) {
 	if e.Err != nil {
 		return nil, e.Err
@@ -154,7 +162,24 @@ func (r *Registry) Open(ctx context.Context, e Entry) (*Plugin, error) {
 	if closed {
 		return nil, fmt.Errorf("%w: registry closed", ErrClosed)
 	}
-	p, err := Open(ctx, e.Dir, r.opts...)
+	mb, err := os.ReadFile(filepath.Join(e.Dir, ManifestFile))
+	if err != nil {
+		return nil, fmt.Errorf("wasm: plugin dir %s: %w", e.Dir, err)
+	}
+	m, err := ParseManifest(mb)
+	if err != nil {
+		return nil, err
+	}
+	wasm, err := os.ReadFile(filepath.Join(e.Dir, m.WasmFile()))
+	if err != nil {
+		return nil, fmt.Errorf("wasm: plugin[%s]: %w", m.Name, err)
+	}
+	if e.Revision != "" {
+		if rev := revision(mb, wasm); rev != e.Revision {
+			return nil, fmt.Errorf("wasm: plugin[%s] in %s changed since it was scanned (revision %.12s…, now %.12s…): reload again", m.Name, e.Dir, e.Revision, rev)
+		}
+	}
+	p, err := New(ctx, m, wasm, r.opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -62,6 +62,16 @@ func TestRegistryScanOpen(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(mf, b, 0o644))
 
+	// An entry whose files changed after the scan is refused, not loaded
+	// under the scanned revision.
+	require.NoError(t, os.WriteFile(mf, append(append([]byte(nil), b...), "# edited\n"...), 0o644))
+	_, err = reg.Open(ctx, ents[1])
+	require.ErrorContains(t, err, "wasm: plugin[raw] in "+filepath.Join(dir, "raw")+" changed since it was scanned")
+	require.NoError(t, os.WriteFile(mf, b, 0o644))
+	p2, err := reg.Open(ctx, ents[1])
+	require.NoError(t, err)
+	require.NoError(t, p2.Close(ctx))
+
 	// A second plugin claiming test_raw: both entries carry the error.
 	require.NoError(t, os.CopyFS(filepath.Join(dir, "raw2"), os.DirFS(filepath.Join(dir, "raw"))))
 	dup, err := reg.Scan()
