@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -90,7 +91,12 @@ func (s *Server) models(c *fiber.Ctx) error {
 
 // modelTag resolves a /v2/models/{model} name: the model's own names
 // address the default embodiment, any other name is an embodiment tag.
+// The name is path-unescaped first: the slash of nvidia/GR00T-N1.7-3B (the
+// id /v1/models lists) reaches a route as %2F (tritonclient quotes it).
 func (s *Server) modelTag(name string) string {
+	if u, err := url.PathUnescape(name); err == nil {
+		name = u
+	}
 	if name == s.cfg.ModelName || name == "nvidia/GR00T-N1.7-3B" || name == "GR00T-N1.7-3B" {
 		return s.cfg.Embodiment
 	}

@@ -399,6 +399,8 @@ func TestLifecycleStartingThenReady(t *testing.T) {
 	assert.Contains(t, string(b), `{"name":"images.wrist_image_left","datatype":"UINT8","shape":[2,-1,-1,3],"parameters":{`)
 	assert.Contains(t, string(b), `{"name":"seed","datatype":"INT64","shape":[1],"parameters":{`)
 	assert.Contains(t, string(b), `{"name":"noise","datatype":"FP32","shape":[40,132],"parameters":{`)
+	resp, b = f.do(t, "GET", "/v2/models/nvidia%2FGR00T-N1.7-3B/ready", nil, nil) // the /v1/models id, as a client quotes it
+	assert.Equal(t, 200, resp.StatusCode, string(b))
 	resp, _ = f.do(t, "GET", "/v2/models/other", nil, nil)
 	assert.Equal(t, 404, resp.StatusCode)
 	resp, _ = f.do(t, "GET", "/v2/models/"+droidInfo.Name+"/ready", nil, nil)
