@@ -333,7 +333,10 @@ func (c *conn) handleWatched(zc *zmtp.Conn, payload []byte, peer string, start t
 	c.nc.SetReadDeadline(time.Time{}) //nolint:errcheck
 	go func() {
 		defer close(watch)
-		if _, err := zc.Buffered().Peek(1); err != nil {
+		// Heartbeat PINGs during the request are answered (the reply is
+		// written only after this returns) and the watch goes on; a data
+		// frame (a pipelining DEALER) ends it unread.
+		if err := zc.AwaitData(); err != nil {
 			var ne net.Error
 			if !errors.As(err, &ne) || !ne.Timeout() {
 				cancel() // the peer is gone

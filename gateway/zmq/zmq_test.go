@@ -516,12 +516,12 @@ func TestIdleTimeoutAndDisconnect(t *testing.T) {
 	assert.Equal(t, "ok", st)
 }
 
-// TestHeartbeatWhileIdle: ZMTP PING heartbeats (libzmq's
-// ZMQ_HEARTBEAT_IVL) between requests are answered and held to
-// idle_timeout, not read_timeout (they used to end the idle wait and let
-// read_timeout close the connection); they do not keep it open past
-// idle_timeout.
-func TestHeartbeatWhileIdle(t *testing.T) {
+// TestHeartbeats: ZMTP PING heartbeats (libzmq's ZMQ_HEARTBEAT_IVL)
+// between requests are answered and held to idle_timeout, not
+// read_timeout (they used to end the idle wait and let read_timeout close
+// the connection), and do not keep it open past idle_timeout; during a
+// request they are answered too.
+func TestHeartbeats(t *testing.T) {
 	ping := []byte{0x04, 7, 4, 'P', 'I', 'N', 'G', 0, 10} // command PING, TTL 1 s, no context
 	heartbeat := func(t *testing.T, addr string, d time.Duration) (*zmtp.Conn, error) {
 		nc, err := net.Dial("tcp", addr)
@@ -551,6 +551,34 @@ func TestHeartbeatWhileIdle(t *testing.T) {
 		require.NoError(t, zc.WriteMessage(nil, req))
 		_, err = zc.ReadMessage()
 		require.NoError(t, err)
+	})
+	t.Run("during a request", func(t *testing.T) {
+		// PINGs while the request runs are answered and the disconnect
+		// watch goes on: a peer that leaves afterwards still cancels its
+		// prediction (the watch used to end at the first byte).
+		fg := &fakegw.Gateway{Delay: 10 * time.Second}
+		_, addr := startServer(t, Options{Gateway: fg})
+		nc, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		defer nc.Close()
+		zc, err := zmtp.Handshake(nc, zmtp.Options{SocketType: "REQ", MaxMessage: 1 << 20})
+		require.NoError(t, err)
+		data := wire.NewMap(2).Set("observation", droidObs(t).Value(zmqclient.Nested)).Set("options", nil)
+		req, err := wire.Marshal(wire.NewMap(2).Set("endpoint", "get_action").Set("data", data), wire.EncodingNPY)
+		require.NoError(t, err)
+		require.NoError(t, zc.WriteMessage(nil, req))
+		pong := make([]byte, 7)
+		for range 3 {
+			time.Sleep(50 * time.Millisecond)
+			nc.SetDeadline(time.Now().Add(5 * time.Second)) //nolint:errcheck
+			_, err := nc.Write(ping)
+			require.NoError(t, err)
+			_, err = io.ReadFull(nc, pong)
+			require.NoError(t, err, "PONG during the request")
+		}
+		require.Zero(t, fg.Canceled.Load())
+		require.NoError(t, nc.Close())
+		assert.Eventually(t, func() bool { return fg.Canceled.Load() == 1 }, 5*time.Second, 5*time.Millisecond, "prediction cancelled")
 	})
 	t.Run("closed at idle_timeout", func(t *testing.T) {
 		_, addr := startServer(t, Options{Gateway: &fakegw.Gateway{}, IdleTimeout: 200 * time.Millisecond})

@@ -322,10 +322,6 @@ func (c *Conn) body(n int) ([]byte, error) {
 	return buf, nil
 }
 
-// Buffered is the reader's buffer: Peek(1) on it waits for the next
-// message without consuming it.
-func (c *Conn) Buffered() *bufio.Reader { return c.r }
-
 // AwaitData answers the command frames (PING heartbeats) that arrive
 // before the next data frame and returns once that frame's first byte is
 // buffered, without consuming it. A caller waiting for an idle peer's next
