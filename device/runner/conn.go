@@ -57,6 +57,9 @@ type tail struct {
 	keep  int
 }
 
+// maxTailLine bounds one kept stderr line (bytes; longer ones are cut).
+const maxTailLine = 1024
+
 func (t *tail) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -69,7 +72,11 @@ func (t *tail) Write(p []byte) (int, error) {
 		if i < 0 {
 			break
 		}
-		t.lines = append(t.lines, string(t.part[:i]))
+		line := t.part[:i]
+		if len(line) > maxTailLine { // a runner's line is data for /info and logs
+			line = append(line[:maxTailLine:maxTailLine], "…"...)
+		}
+		t.lines = append(t.lines, string(line))
 		t.part = t.part[i+1:]
 		if len(t.lines) > t.keep {
 			t.lines = t.lines[len(t.lines)-t.keep:]
@@ -86,7 +93,7 @@ func (t *tail) last() []string {
 	defer t.mu.Unlock()
 	out := append([]string(nil), t.lines...)
 	if len(t.part) > 0 {
-		out = append(out, string(t.part))
+		out = append(out, string(t.part[:min(len(t.part), maxTailLine)]))
 	}
 	return out
 }
