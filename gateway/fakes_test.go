@@ -101,15 +101,19 @@ func (e *fakeEncoder) Encode(ctx context.Context, d *Decoded, instruction string
 }
 
 type fakeEmbodiment struct {
-	info    EmbodimentInfo
-	preErr  error
-	postErr error
-	postNaN bool // Post returns a NaN in its first action group
+	info     EmbodimentInfo
+	preErr   error
+	postErr  error
+	postNaN  bool // Post returns a NaN in its first action group
+	prePanic atomic.Bool
 }
 
 func (e *fakeEmbodiment) Describe() EmbodimentInfo { return e.info }
 
 func (e *fakeEmbodiment) Pre(ctx context.Context, in *PreInput) ([]float32, error) {
+	if e.prePanic.Load() {
+		panic("fake: pre panicked")
+	}
 	if e.preErr != nil {
 		return nil, e.preErr
 	}

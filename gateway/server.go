@@ -12,6 +12,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -414,6 +415,21 @@ func (s *Server) done() {
 
 // edge is the one middleware: request id, server span, error rendering,
 // metrics and the request log.
+// next runs the rest of the chain, turning a panic (a gateway bug) into a
+// 500 for this request alone: the handler's defers (admission, queue slot,
+// device lock) have run by then, and the stack is logged.
+func (s *Server) next(c *fiber.Ctx, rid string) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("request handler panicked (a bug); the request failed, the server goes on",
+				"request_id", rid, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			err = &HandlerError{Status: http.StatusInternalServerError, Code: CodeInternal,
+				Err: fmt.Errorf("internal error: the gateway failed on this request (logged with request_id %s)", rid)}
+		}
+	}()
+	return c.Next()
+}
+
 func (s *Server) edge(c *fiber.Ctx) error {
 	start := time.Now()
 	rid := c.Get(RequestIDHeader)
@@ -429,7 +445,7 @@ func (s *Server) edge(c *fiber.Ctx) error {
 			attribute.String("url.path", c.Path()), attribute.String("request.id", rid)))
 	c.SetUserContext(ctx)
 
-	if err := c.Next(); err != nil {
+	if err := s.next(c, rid); err != nil {
 		s.renderError(c, err)
 	}
 	status := c.Response().StatusCode()

@@ -514,6 +514,23 @@ func TestPluginAndEncoderErrors(t *testing.T) {
 	}
 }
 
+// TestHandlerPanic: a panic in a request's handler (a gateway or
+// in-process embodiment bug) fails that request with a 500 and the
+// server goes on: admission and the device are free for the next one.
+func TestHandlerPanic(t *testing.T) {
+	f := newFixture(t, true)
+	f.emb.prePanic.Store(true)
+	resp, b := f.do(t, "POST", "/predict", body(t, nil), nil)
+	require.Equal(t, 500, resp.StatusCode)
+	assert.Contains(t, string(b), `"code":"internal"`)
+	assert.Contains(t, string(b), "the gateway failed on this request")
+	assert.NotContains(t, string(b), "fake: pre panicked", "the panic value stays in the log")
+	assert.Zero(t, f.srv.inflightN.Load())
+	f.emb.prePanic.Store(false)
+	resp, _ = f.do(t, "POST", "/predict", body(t, nil), nil)
+	assert.Equal(t, 200, resp.StatusCode)
+}
+
 func TestBodyTooLarge(t *testing.T) {
 	f := newFixture(t, true, func(c *config.Config, o *Options, d *fixture) { c.MaxBodyBytes = 64 << 10 })
 	url := listen(t, f)
