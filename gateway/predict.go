@@ -245,7 +245,20 @@ func endSpan(sp trace.Span, err error) {
 // or a start under load is not refused as queue_full).
 const protocolWarmup = "warmup"
 
-func (s *Server) runPredict(ctx context.Context, deps *Deps, e *entry, r *Request, rid string, start time.Time, protocol string) (*PredictResponse, error) {
+func (s *Server) runPredict(ctx context.Context, deps *Deps, e *entry, r *Request, rid string, start time.Time, protocol string) (resp *PredictResponse, err error) {
+	// A panic (a bug in the pipeline, an in-process embodiment or
+	// backend) fails this prediction alone, whichever front end or
+	// warm-up asked for it.
+	defer func() {
+		if v := recover(); v != nil {
+			resp, err = nil, s.recovered("prediction", rid, v, "embodiment", e.tag, "protocol", protocol)
+		}
+	}()
+	return s.predictOnce(ctx, deps, e, r, rid, start, protocol)
+}
+
+// predictOnce is runPredict without its panic recovery.
+func (s *Server) predictOnce(ctx context.Context, deps *Deps, e *entry, r *Request, rid string, start time.Time, protocol string) (*PredictResponse, error) {
 	info := e.info
 	embAttrs := []attribute.KeyValue{
 		attribute.String("embodiment", info.Name),

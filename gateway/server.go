@@ -420,14 +420,20 @@ func (s *Server) done() {
 // device lock) have run by then, and the stack is logged.
 func (s *Server) next(c *fiber.Ctx, rid string) (err error) {
 	defer func() {
-		if r := recover(); r != nil {
-			s.log.Error("request handler panicked (a bug); the request failed, the server goes on",
-				"request_id", rid, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-			err = &HandlerError{Status: http.StatusInternalServerError, Code: CodeInternal,
-				Err: fmt.Errorf("internal error: the gateway failed on this request (logged with request_id %s)", rid)}
+		if v := recover(); v != nil {
+			err = s.recovered("request handler", rid, v)
 		}
 	}()
 	return c.Next()
+}
+
+// recovered logs a recovered panic of what (with its stack and attrs) and
+// returns the 500 its request gets; the panic value stays in the log.
+func (s *Server) recovered(what, rid string, v any, attrs ...any) *HandlerError {
+	s.log.Error(what+" panicked (a bug); the request failed, the server goes on",
+		append([]any{"request_id", rid, "panic", fmt.Sprint(v), "stack", string(debug.Stack())}, attrs...)...)
+	return &HandlerError{Status: http.StatusInternalServerError, Code: CodeInternal,
+		Err: fmt.Errorf("internal error: the gateway failed on this request (logged with request_id %s)", rid)}
 }
 
 func (s *Server) edge(c *fiber.Ctx) error {

@@ -526,6 +526,13 @@ func TestHandlerPanic(t *testing.T) {
 	assert.Contains(t, string(b), "the gateway failed on this request")
 	assert.NotContains(t, string(b), "fake: pre panicked", "the panic value stays in the log")
 	assert.Zero(t, f.srv.inflightN.Load())
+	// The robot front ends' entry too.
+	r, err := decodeJSON(body(t, nil))
+	require.NoError(t, err)
+	_, err = f.srv.Predict(context.Background(), r, PredictOptions{Protocol: "zmq"})
+	var he *HandlerError
+	require.ErrorAs(t, err, &he)
+	assert.Equal(t, 500, he.Status)
 	f.emb.prePanic.Store(false)
 	resp, _ = f.do(t, "POST", "/predict", body(t, nil), nil)
 	assert.Equal(t, 200, resp.StatusCode)

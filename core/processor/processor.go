@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -492,8 +493,20 @@ func (p *Processor) each(jobs []frameJob, fn func(*frameJob)) {
 		}
 		return
 	}
-	var next atomic.Int32
+	// A panic in a job (a decoder bug) is re-raised in the caller once
+	// every worker has stopped (with the job's stack), so the caller's
+	// recovery sees it and Process's defers never race a running job.
+	var (
+		next     atomic.Int32
+		panicked atomic.Pointer[string]
+	)
 	run := func() {
+		defer func() {
+			if r := recover(); r != nil {
+				msg := fmt.Sprintf("processor: frame job: %v\n%s", r, debug.Stack())
+				panicked.CompareAndSwap(nil, &msg)
+			}
+		}()
 		for {
 			k := int(next.Add(1)) - 1
 			if k >= len(jobs) {
@@ -508,6 +521,9 @@ func (p *Processor) each(jobs []frameJob, fn func(*frameJob)) {
 	}
 	run()
 	wg.Wait()
+	if msg := panicked.Load(); msg != nil {
+		panic(*msg)
+	}
 }
 
 // decBuf is the memory one base64 frame is decoded into: the RGB frame and

@@ -3,12 +3,16 @@ package processor
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gr00tgw/gr00tgw/core/image"
@@ -372,4 +376,30 @@ func TestFreeGridSamePixels(t *testing.T) {
 	require.Equal(t, a.Rows, b.Rows)
 	require.Equal(t, a.PixelValues, b.PixelValues)
 	require.Equal(t, a.PositionIDs, b.PositionIDs)
+}
+
+// TestEachPanic: a frame job that panics (a decoder bug) re-panics in the
+// caller only once every other job has stopped, with the job's message,
+// so the caller's recovery (the gateway's) runs with no job still running.
+func TestEachPanic(t *testing.T) {
+	p := &Processor{parallel: 4}
+	jobs := make([]frameJob, 8)
+	var running, done atomic.Int32
+	got := func() (v any) {
+		defer func() { v = recover() }()
+		p.each(jobs, func(j *frameJob) {
+			running.Add(1)
+			defer running.Add(-1)
+			if j == &jobs[3] {
+				panic("boom")
+			}
+			time.Sleep(5 * time.Millisecond)
+			done.Add(1)
+		})
+		return nil
+	}()
+	require.NotNil(t, got)
+	assert.Contains(t, fmt.Sprint(got), "processor: frame job: boom")
+	assert.Zero(t, running.Load(), "no job runs once the panic reaches the caller")
+	assert.Equal(t, int32(7), done.Load())
 }
