@@ -307,8 +307,9 @@ func (c *Conn) command(size int64) ([]byte, error) {
 	return b, nil
 }
 
-// body reads a frame body of n bytes, allocating at most chunk bytes ahead
-// of what has arrived.
+// body reads a frame body of n bytes. Its buffer doubles as bytes arrive
+// (chunk at first), so it holds at most max(chunk, twice what has
+// arrived): a peer that declares n and stalls costs what it sent, not n.
 func (c *Conn) body(n int) ([]byte, error) {
 	buf := make([]byte, 0, min(n, chunk))
 	for len(buf) < n {
