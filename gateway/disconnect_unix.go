@@ -2,10 +2,7 @@
 
 package gateway
 
-import (
-	"net"
-	"syscall"
-)
+import "net"
 
 // tcpConn is the TCP connection under conn: conn itself, or the one a TLS
 // connection wraps (tls.Conn's NetConn, which secure's listener keeps);
@@ -36,12 +33,4 @@ func peerClosed(conn net.Conn) bool {
 		return true
 	})
 	return closed
-}
-
-// peekClosed is fdPeerClosed by a non-blocking one-byte MSG_PEEK: 0 bytes
-// (orderly shutdown) or a reset. It misses a FIN behind unread bytes.
-func peekClosed(fd int) bool {
-	var b [1]byte
-	n, _, err := syscall.Recvfrom(fd, b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-	return (n == 0 && err == nil) || err == syscall.ECONNRESET
 }
