@@ -42,12 +42,7 @@ func (l *deviceLock) acquire(ctx context.Context) (release func(), err error) {
 		return nil, errQueueFull
 	}
 	defer l.waiting.Add(-1)
-	select {
-	case l.sem <- struct{}{}:
-		return l.release, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+	return l.wait(ctx)
 }
 
 // acquireInternal takes the lock as acquire does, outside the queue (the
@@ -57,6 +52,11 @@ func (l *deviceLock) acquireInternal(ctx context.Context) (release func(), err e
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	return l.wait(ctx)
+}
+
+// wait blocks for a slot or the end of ctx.
+func (l *deviceLock) wait(ctx context.Context) (release func(), err error) {
 	select {
 	case l.sem <- struct{}{}:
 		return l.release, nil
