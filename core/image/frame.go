@@ -16,6 +16,7 @@ package image
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	goimage "image"
@@ -145,6 +146,9 @@ func Decode(dst *RGB, data []byte, lim Limits) error {
 			return nil
 		}
 	}
+	if err := fitsEncoded(format, data, w, h); err != nil {
+		return err
+	}
 	var img goimage.Image
 	switch format {
 	case "png":
@@ -163,6 +167,67 @@ func Decode(dst *RGB, data []byte, lim Limits) error {
 	}
 	toRGB(dst, img)
 	return nil
+}
+
+// fitsEncoded refuses a frame whose encoded bytes cannot hold its header's
+// size, before image/png or image/jpeg allocate the whole image (a 73-byte
+// PNG declaring 4096×4096 cost 64–128 MiB before failing). The floors are
+// what the formats cannot go below: DEFLATE expands at most 1032:1 (PNG:
+// the IDAT bytes against the samples' bytes, filter bytes not counted),
+// and a JPEG scan codes every 8×8 luma block with at least one bit (its
+// DC code; a progressive JPEG's DC scan too).
+func fitsEncoded(format string, data []byte, w, h int) error {
+	switch format {
+	case "png":
+		idat, bits, ok := pngIDAT(data)
+		if !ok {
+			return nil // malformed: the decoder says how
+		}
+		need := (uint64(w)*uint64(bits) + 7) / 8 * uint64(h)
+		if need > 1032*idat+1032 {
+			return fmt.Errorf("%w: png: %d bytes of image data cannot hold %dx%d pixels", ErrUndecodable, idat, w, h)
+		}
+	case "jpeg":
+		blocks := uint64((w+7)/8) * uint64((h+7)/8)
+		if blocks > 8*uint64(len(data)) {
+			return fmt.Errorf("%w: jpeg: %d bytes cannot hold %dx%d pixels", ErrUndecodable, len(data), w, h)
+		}
+	}
+	return nil
+}
+
+// pngIDAT walks a PNG's chunks and returns its IDAT bytes and bits per
+// pixel (IHDR); ok is false when the chunk structure cannot be walked.
+func pngIDAT(data []byte) (idat uint64, bits int, ok bool) {
+	if !bytes.HasPrefix(data, pngSig) {
+		return 0, 0, false
+	}
+	for i := len(pngSig); i+8 <= len(data); {
+		n := uint64(binary.BigEndian.Uint32(data[i:]))
+		typ := string(data[i+4 : i+8])
+		body := uint64(i) + 8
+		if body+n > uint64(len(data)) {
+			return 0, 0, false
+		}
+		switch typ {
+		case "IHDR":
+			if n < 13 {
+				return 0, 0, false
+			}
+			depth, ctype := int(data[body+8]), data[body+9]
+			channels := map[byte]int{0: 1, 2: 3, 3: 1, 4: 2, 6: 4}[ctype]
+			if channels == 0 || depth == 0 {
+				return 0, 0, false
+			}
+			bits = channels * depth
+		case "IDAT":
+			idat += n
+		case "IEND":
+			return idat, bits, bits > 0
+		}
+		i = int(body + n + 4) // and the CRC
+	}
+	return idat, bits, bits > 0
 }
 
 // pngPool holds fast-path PNG decoders (their inflater state is reused).

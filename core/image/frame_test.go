@@ -2,6 +2,7 @@ package image
 
 import (
 	"bytes"
+	"compress/zlib"
 	"encoding/base64"
 	"encoding/binary"
 	"hash/crc32"
@@ -11,6 +12,7 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -127,6 +129,64 @@ func TestDecodeRejectsBeforeDecoding(t *testing.T) {
 	err = Decode(&out, pngBytes(t, goimage.NewGray(goimage.Rect(0, 0, 64, 63))), DefaultLimits)
 	require.ErrorIs(t, err, ErrFrameSize)
 	require.ErrorIs(t, Decode(&out, full[:60], Limits{1, 4096}), ErrUndecodable)
+}
+
+// TestDecodeRefusesTooFewBytes: a frame whose bytes cannot hold its
+// header's size (deflate's 1032:1 for PNG, a bit per 8×8 block for JPEG)
+// is refused before a decoder allocates the whole image (a 4096×4096
+// header with a few bytes of data cost 16–128 MiB before failing).
+func TestDecodeRefusesTooFewBytes(t *testing.T) {
+	var jbuf bytes.Buffer
+	require.NoError(t, jpeg.Encode(&jbuf, goimage.NewGray(goimage.Rect(0, 0, 4096, 4096)), nil))
+	cases := map[string][]byte{
+		"png rgba8":      headerOnlyPNG(4096, 4096, 8, 6, 0),
+		"png rgba16":     headerOnlyPNG(4096, 4096, 16, 6, 0),
+		"png palette":    headerOnlyPNG(4096, 4096, 8, 3, 0),
+		"png interlaced": headerOnlyPNG(4096, 4096, 8, 2, 1),
+		"jpeg cut":       jbuf.Bytes()[:600],
+	}
+	lim := Limits{MinSide: 1, MaxSide: 4096}
+	for name, data := range cases {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		var out RGB
+		err := Decode(&out, data, lim)
+		runtime.ReadMemStats(&after)
+		require.ErrorIs(t, err, ErrUndecodable, name)
+		require.ErrorContains(t, err, "cannot hold 4096x4096 pixels", name)
+		require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20), name)
+	}
+	// A real image near the PNG bound still decodes: one colour compresses
+	// close to 1032:1.
+	var out RGB
+	require.NoError(t, Decode(&out, pngBytes(t, goimage.NewNRGBA(goimage.Rect(0, 0, 2048, 2048))), lim))
+	require.NoError(t, Decode(&out, jbuf.Bytes(), lim))
+}
+
+// headerOnlyPNG is a PNG of the given IHDR whose IDAT is a tiny zlib
+// stream (1000 zero bytes): far too little data for the size.
+func headerOnlyPNG(w, h uint32, depth, ctype, interlace byte) []byte {
+	chunk := func(buf *bytes.Buffer, typ string, body []byte) {
+		_ = binary.Write(buf, binary.BigEndian, uint32(len(body)))
+		c := append([]byte(typ), body...)
+		buf.Write(c)
+		_ = binary.Write(buf, binary.BigEndian, crc32.ChecksumIEEE(c))
+	}
+	var z bytes.Buffer
+	zw := zlib.NewWriter(&z)
+	_, _ = zw.Write(make([]byte, 1000))
+	_ = zw.Flush()
+	var b bytes.Buffer
+	b.WriteString("\x89PNG\r\n\x1a\n")
+	ih := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, w), h)
+	chunk(&b, "IHDR", append(ih, depth, ctype, 0, 0, interlace))
+	if ctype == 3 {
+		chunk(&b, "PLTE", make([]byte, 3))
+	}
+	chunk(&b, "IDAT", z.Bytes())
+	chunk(&b, "IEND", nil)
+	return b.Bytes()
 }
 
 func TestCheckSameSize(t *testing.T) {
