@@ -105,6 +105,8 @@ func TestLoadRejects(t *testing.T) {
 		"lstrip":        strings.Replace(miniJSON(`[]`, ""), `"lstrip":false`, `"lstrip":true`, 1),
 		"float id":      strings.Replace(miniJSON(`[]`, ""), `"ab":256`, `"ab":256.5`, 1),
 		"trailing":      miniJSON(`[]`, "") + "x",
+		"sparse id":     strings.Replace(miniJSON(`[]`, ""), `"Ġab":258`, `"Ġab":200000000`, 1), // 1.5 GB of table
+		"sparse added":  strings.Replace(miniJSON(`[]`, ""), `"id":259`, `"id":2147483647`, 1),
 		"split alone":   splitAlone(),
 		"empty":         "",
 		"not object":    "[]",

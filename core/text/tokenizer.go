@@ -123,6 +123,12 @@ func (t *Tokenizer) finish() error {
 		l := t.addedFirst[c]
 		sort.SliceStable(l, func(x, y int) bool { return len(t.added[l[x]].Content) > len(t.added[l[y]].Content) })
 	}
+	// Ids index idToToken: a sparse id far past the table (a corrupt or
+	// hostile tokenizer.json) would allocate gigabytes. Real vocabularies
+	// are dense (Qwen3's 151,669 tokens reach id 151,668).
+	if n := len(t.vocab) + len(t.added); int64(maxID) >= 2*int64(n)+1024 {
+		return fmt.Errorf("token id %d is far past the %d tokens (ids must be dense)", maxID, n)
+	}
 	t.idToToken = make([]string, maxID+1)
 	for tok, id := range t.vocab {
 		t.idToToken[id] = tok
