@@ -141,7 +141,9 @@ func ParseHeader(prefix []byte, fileSize int64) (*Header, error) {
 	if err := dec.Decode(&raw); err != nil {
 		return nil, headerErr("header JSON: %v", err)
 	}
-	if dec.More() {
+	// Only padding may follow (the writers pad with spaces); dec.More is
+	// false before a stray '}' or ']', so look at the bytes themselves.
+	if len(bytes.TrimSpace(js[dec.InputOffset():])) > 0 {
 		return nil, headerErr("trailing data after the header JSON object")
 	}
 	h := &Header{DataStart: 8 + int64(n)}

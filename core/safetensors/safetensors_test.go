@@ -107,6 +107,8 @@ func TestHeaderErrors(t *testing.T) {
 		{"length past end", func() []byte { b := make([]byte, 16); binary.LittleEndian.PutUint64(b, 100); return b }(), "runs past the end"},
 		{"not json", hdr("xxxxxxxx", 0), "not a JSON object"},
 		{"bad json", hdr(`{"a":`, 0), "header JSON"},
+		{"trailing brace", hdr(`{"w":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}}}`, 2), "trailing data after the header"},
+		{"trailing brackets", hdr(`{"w":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}}]]]`, 2), "trailing data after the header"},
 		{"unknown dtype", hdr(`{"w":{"dtype":"Q7","shape":[1],"data_offsets":[0,1]}}`, 1), `unknown dtype "Q7"`},
 		{"missing field", hdr(`{"w":{"dtype":"F32","shape":[1]}}`, 4), "needs dtype, shape and data_offsets"},
 		{"extra field", hdr(`{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"x":1}}`, 4), "unknown field"},
