@@ -233,8 +233,9 @@ func Open(ctx context.Context, opts device.Options, layout backbone.Layout) (*Ba
 }
 
 // warmup runs one small synthetic prediction (one image of a single
-// merge window, 8 tokens) through every stage, so that the worker pools
-// exist, every kernel has run once and a failure surfaces at Open. It is
+// merge window, 8 tokens, one denoising step) through every stage, so
+// that the worker pools exist, every kernel has run once, every weight
+// has been read and a failure surfaces at Open. It is
 // deliberately not layout-sized: at real size a full-layout prediction
 // costs as much as a request (seconds), while the scratch it would
 // pre-grow (the tensor package's packed-activation buffers, ~40 MB) is
@@ -267,7 +268,12 @@ func (b *Backend) warmup(ctx context.Context) error {
 			in.PositionIDs[c*S+i] = int32(i)
 		}
 	}
-	if _, err := b.PredictTaps(ctx, in, nil); err != nil {
+	// One Euler step: it reads every DiT weight and runs every kernel once;
+	// the others would repeat it (~1.2 s of a real-size load on 2 cores).
+	b.denoise.LimitSteps(1)
+	_, err := b.PredictTaps(ctx, in, nil)
+	b.denoise.LimitSteps(0)
+	if err != nil {
 		return fmt.Errorf("cpu: warm-up: %w", err)
 	}
 	b.warmupTime = time.Since(t0)

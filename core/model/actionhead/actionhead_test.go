@@ -461,3 +461,37 @@ func TestSlotPathMatchesFull(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, run(m2), run(m3))
 }
+
+// TestLimitSteps: a Run limited to n steps stops with x after step n−1 (the
+// full Run's Euler x at step n), the limit applies to the following Runs
+// only until it is lifted, and a lifted plan predicts as before, bit for bit.
+func TestLimitSteps(t *testing.T) {
+	f := loadTiny(t, tensor.Default())
+	c := f.cfg
+	require.Greater(t, c.NumSteps, 2)
+	vl, _ := readF32(t, TapAdapter)
+	dp, err := f.m.NewDenoisePlan(f.S)
+	require.NoError(t, err)
+	full := make([]float32, c.Horizon*c.MaxActionDim)
+	rec := &Recorder{}
+	require.NoError(t, dp.Run(full, vl, f.S, f.imageMask, f.valid, f.state, f.noise, rec))
+	_, xs, ok := rec.Stacked(TapEulerX) // [NumSteps, H, A]: x before each step
+	require.True(t, ok)
+	n := len(full)
+	for _, steps := range []int{1, 2} {
+		dp.LimitSteps(steps)
+		got := make([]float32, n)
+		rec.Reset()
+		require.NoError(t, dp.Run(got, vl, f.S, f.imageMask, f.valid, f.state, f.noise, rec))
+		require.Equal(t, xs[steps*n:(steps+1)*n], got, "steps %d", steps)
+		_, vel, _ := rec.Stacked(TapVelocity)
+		require.Len(t, vel, steps*n, "steps %d: velocities", steps)
+	}
+	for _, lift := range []int{0, -1, c.NumSteps, c.NumSteps + 5} {
+		dp.LimitSteps(lift)
+		got := make([]float32, n)
+		require.NoError(t, dp.Run(got, vl, f.S, f.imageMask, f.valid, f.state, f.noise, nil))
+		require.Equal(t, full, got, "LimitSteps(%d)", lift)
+		dp.LimitSteps(1)
+	}
+}

@@ -34,7 +34,16 @@ type DenoisePlan struct {
 	attArgs   tensor.AttentionArgs
 	alt       DiT          // nil: the model's fp32 blocks (see UseDiT)
 	interrupt func() error // see SetInterrupt
+	maxSteps  int          // see LimitSteps; 0: every step
 }
+
+// LimitSteps makes the following Runs stop after the first n Euler steps
+// (n ≤ 0 or n ≥ NumSteps: every step, the default). Such a Run's output is
+// not the model's prediction: it is for warm-ups, where one step already
+// runs every kernel and reads every DiT weight once, and each further step
+// repeats the same work (at real size ~0.4 s a step on 2 cores). Not safe
+// for concurrent use.
+func (p *DenoisePlan) LimitSteps(n int) { p.maxSteps = max(n, 0) }
 
 // SetInterrupt installs f (nil: none), polled before every step and every
 // DiT block: a non-nil error stops Run with it, so that a cancelled request
@@ -164,8 +173,12 @@ func (p *DenoisePlan) Run(actionPred, vl []float32, S int, imageMask, attnMask [
 	}
 	copy(p.x, noise[:H*A])
 	dt := float32(1) / float32(c.NumSteps)
+	steps := c.NumSteps
+	if p.maxSteps > 0 {
+		steps = min(steps, p.maxSteps)
+	}
 
-	for s := 0; s < c.NumSteps; s++ {
+	for s := 0; s < steps; s++ {
 		if err := p.interrupted(); err != nil {
 			return err
 		}
