@@ -333,3 +333,15 @@ func sumF64AVX2(x *float32, n int) float64
 //
 //go:noescape
 func sqDevF64AVX2(x *float32, n int, mean float64) float64
+
+// fmaPeakLoop is FMAPeak's loop for the level in use and its flops per
+// iteration (nil without AVX2+FMA).
+func fmaPeakLoop() (func(int), float64) {
+	switch {
+	case hasAVX512:
+		return fmaPeakAVX512, 24 * 32
+	case hasAVX2:
+		return fmaPeakAVX2, 12 * 16
+	}
+	return nil, 0
+}

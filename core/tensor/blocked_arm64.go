@@ -225,3 +225,12 @@ var normSIMD = hasNEON
 func sumF64AVX2(x *float32, n int) float64 { return sumF64NEON(x, n) }
 
 func sqDevF64AVX2(x *float32, n int, mean float64) float64 { return sqDevF64NEON(x, n, mean) }
+
+// fmaPeakLoop is FMAPeak's loop and its flops per iteration (nil without
+// ASIMD).
+func fmaPeakLoop() (func(int), float64) {
+	if hasNEON {
+		return fmaPeakNEON, 24 * 8
+	}
+	return nil, 0
+}
