@@ -65,8 +65,10 @@ func TestWriteCheckpointTiny(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, synth(name, len(vals), fanIn(name, gi.Shape)), vals)
 
-	run, err := RunStages(context.Background(), dir, filepath.Join(tinyDir, "caseA"), "", 1)
+	run, err := RunStages(context.Background(), dir, filepath.Join(tinyDir, "caseA"), "", 2, 1)
 	require.NoError(t, err)
+	require.Len(t, run.Loads, 2)
+	assert.Equal(t, min(run.Loads[0].Wall, run.Loads[1].Wall), run.Load.Wall)
 	require.Len(t, run.ActionPred, cfg.ActionHorizon*cfg.MaxActionDim)
 	for _, v := range run.ActionPred {
 		require.False(t, math.IsNaN(float64(v)) || math.IsInf(float64(v), 0))

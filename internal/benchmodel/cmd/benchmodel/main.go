@@ -56,6 +56,7 @@ func main() {
 	inputs := flag.String("inputs", filepath.Join("testdata", "n17-tiny", "caseA"), "with -stages: encoded model inputs (pixel_values, image_grid_thw, input_ids, attention_mask, position_ids, state_normalized, noise .npy)")
 	fp32Check := flag.Bool("fp32-check", false, "with -stages: also run the Go backend with fp32 weight storage everywhere (tensor.Default, no bf16 panels) and compare action_pred")
 	torchOut := flag.String("torch-out", "", "with -stages: keep torch's action_pred.npy, backbone_features, adapter_out and vision_merger .npy in this directory (default: a temporary one)")
+	loadReps := flag.Int("load-reps", 2, "with -stages: loads per side, each as a fresh process starts (Go: its heap returned to the OS first; torch: one process per load), best-of: the first load after other work pays for pages this VM has not touched yet, on either side")
 	stageReps := flag.Int("stage-reps", 2, "with -stages: timed predicts per side (best-of, after one untimed)")
 	cpuProfile := flag.String("cpuprofile", "", "write the Go side's CPU profile to this file (go tool pprof)")
 	flag.Parse()
@@ -87,7 +88,7 @@ func main() {
 		// The block items' weights go back before the real-size checkpoint loads.
 		runtime.GC()
 		debug.FreeOSMemory()
-		err = runStages(*ckpt, *inputs, *python, *torchOut, *stageReps, *fp32Check)
+		err = runStages(*ckpt, *inputs, *python, *torchOut, *loadReps, *stageReps, *fp32Check)
 	}
 	if err != nil {
 		pprof.StopCPUProfile()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gr00tgw/gr00tgw/core/npy"
 	"github.com/gr00tgw/gr00tgw/core/tensor"
+	"github.com/gr00tgw/gr00tgw/device"
 	"github.com/gr00tgw/gr00tgw/device/cpu"
 	"github.com/gr00tgw/gr00tgw/internal/benchmodel"
 )
@@ -25,16 +26,66 @@ import (
 // reference the default policy's action_pred is checked against.
 const fp32Storage = "fp32-storage"
 
+// flopCount is a dtype policy registered by this tool only: the fp32
+// policy's kernels behind one benchmodel.CountingKernels (flopCounter,
+// replaced at each Open), to count the GEMM work of a predict.
+const flopCount = "flop-count"
+
+var flopCounter *benchmodel.CountingKernels
+
 func init() {
 	cpu.RegisterPolicy(fp32Storage, func() (cpu.Policy, error) {
 		k := tensor.Default()
 		return cpu.Policy{Name: fp32Storage, Vision: k, LLM: k, Adapter: k, Denoise: k}, nil
 	})
+	cpu.RegisterPolicy(flopCount, func() (cpu.Policy, error) {
+		c := &benchmodel.CountingKernels{K: tensor.DefaultBF16Weights()}
+		flopCounter = c
+		return cpu.Policy{Name: flopCount, Vision: c, LLM: c, Adapter: c, Denoise: c}, nil
+	})
+}
+
+// stageFlops opens ckpt under the flop-count policy and counts each stage's
+// GEMM flops (2·m·n·k; attention products not included) in one predict on
+// inputs, reading the counter at the taps that end the stages.
+func stageFlops(ctx context.Context, ckpt, inputs string) (map[string]float64, error) {
+	in, err := benchmodel.ReadInputs(inputs)
+	if err != nil {
+		return nil, err
+	}
+	runtime.GC()
+	debug.FreeOSMemory()
+	be, err := cpu.Open(ctx, device.Options{WeightsDir: ckpt, Policy: flopCount}, cpu.DefaultLayout)
+	if err != nil {
+		return nil, err
+	}
+	defer be.Close()
+	c := flopCounter
+	c.Flops.Store(0) // the warm-up's
+	var ends [len(benchmodel.StageEndTaps) + 1]int64
+	tap := func(name string, _ int, _ []int, _ []float32) {
+		for i, e := range benchmodel.StageEndTaps {
+			if name == e {
+				ends[i] = c.Flops.Load()
+			}
+		}
+	}
+	if _, err := be.PredictTaps(ctx, in, tap); err != nil {
+		return nil, err
+	}
+	ends[len(ends)-1] = c.Flops.Load()
+	out := map[string]float64{}
+	prev := int64(0)
+	for i, s := range benchmodel.Stages {
+		out[s] = float64(ends[i] - prev)
+		prev = ends[i]
+	}
+	return out, nil
 }
 
 // runStages is -stages: Go and torch on one whole real-size predict, stage
 // by stage, side by side in one run.
-func runStages(ckpt, inputs, python, torchOut string, reps int, fp32Check bool) error {
+func runStages(ckpt, inputs, python, torchOut string, loads, reps int, fp32Check bool) error {
 	if benchmodel.NeedsCheckpoint(ckpt) {
 		fmt.Printf("# writing the real-size random checkpoint to %s (~6.3 GB)\n", ckpt)
 		t0 := time.Now()
@@ -46,14 +97,14 @@ func runStages(ckpt, inputs, python, torchOut string, reps int, fp32Check bool) 
 	threads := float64(runtime.GOMAXPROCS(0))
 	fmt.Printf("# cpu: %s; isa: %s (tensor.Variants()[0]); GOMAXPROCS=%d; %s %s/%s; %s\n", cpuModel(),
 		tensor.Variants()[0].Name, runtime.GOMAXPROCS(0), runtime.Version(), runtime.GOOS, runtime.GOARCH, time.Now().UTC().Format("2006-01-02 15:04 UTC"))
-	fmt.Printf("# checkpoint %s, inputs %s, reps %d (best of; one untimed predict first)\n", ckpt, inputs, reps)
+	fmt.Printf("# checkpoint %s, inputs %s, reps %d (best of; one untimed predict first), loads %d per side (best of)\n", ckpt, inputs, reps, loads)
 	ctx := context.Background()
-	g, err := benchmodel.RunStages(ctx, ckpt, inputs, "", reps)
+	g, err := benchmodel.RunStages(ctx, ckpt, inputs, "", loads, reps)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("go_load s=%.3f cpu_s=%.3f warmup_s=%.3f rss_after_load_mib=%.0f peak_rss_mib=%.0f policy=%s\n",
-		g.Load.Wall.Seconds(), g.Load.CPU.Seconds(), g.Warmup.Seconds(), g.RSSAfterLoadMiB, g.PeakRSSMiB, g.Facts.Policy)
+	fmt.Printf("go_load s=%.3f cpu_s=%.3f warmup_s=%.3f rss_after_load_mib=%.0f peak_rss_mib=%.0f policy=%s loads_s=%s\n",
+		g.Load.Wall.Seconds(), g.Load.CPU.Seconds(), g.Warmup.Seconds(), g.RSSAfterLoadMiB, g.PeakRSSMiB, g.Facts.Policy, seconds(g.Loads))
 	if reps < 1 {
 		fmt.Println("# -stage-reps 0: no timed predict (action_pred of the untimed one)")
 		python = "" // nothing to set torch's times beside
@@ -71,7 +122,7 @@ func runStages(ckpt, inputs, python, torchOut string, reps int, fp32Check bool) 
 	if fp32Check {
 		runtime.GC()
 		debug.FreeOSMemory()
-		r, err := benchmodel.RunStages(ctx, ckpt, inputs, fp32Storage, 0)
+		r, err := benchmodel.RunStages(ctx, ckpt, inputs, fp32Storage, 1, 0)
 		if err != nil {
 			return err
 		}
@@ -86,6 +137,11 @@ func runStages(ckpt, inputs, python, torchOut string, reps int, fp32Check bool) 
 		fmt.Printf("# %s not found: Go figures only\n", python)
 		return nil
 	}
+	flops, err := stageFlops(ctx, ckpt, inputs)
+	if err != nil {
+		return err
+	}
+	peak := tensor.FMAPeak(runtime.GOMAXPROCS(0))
 	runtime.GC()
 	debug.FreeOSMemory() // torch holds ~12 GB of fp32 weights: give Go's back first
 	out := torchOut
@@ -97,7 +153,7 @@ func runStages(ckpt, inputs, python, torchOut string, reps int, fp32Check bool) 
 		defer os.RemoveAll(tmp)
 		out = tmp
 	}
-	tt, tload, err := torchStages(python, ckpt, inputs, out, reps)
+	tt, tload, err := torchStages(python, ckpt, inputs, out, loads, reps)
 	if err != nil {
 		return err
 	}
@@ -119,6 +175,15 @@ func runStages(ckpt, inputs, python, torchOut string, reps int, fp32Check bool) 
 		fmt.Printf("stage_ratio name=%s go_ms=%.1f torch_ms=%.1f ratio=%.2f go_cpu_ms=%.1f torch_cpu_ms=%.1f cpu_ratio=%.2f\n",
 			s, ms(gs.Wall), t.ms, div(t.ms, ms(gs.Wall)), ms(gs.CPU)/threads, t.cpuMs, div(t.cpuMs, ms(gs.CPU)/threads))
 	}
+	// What the FMA peak allows: a Go side whose every GEMM ran at the peak
+	// and whose attention and elementwise work took no time at all would
+	// reach max_ratio_at_peak; above 1.5 nothing fp32 can reach 1.5×.
+	fmt.Printf("# fp32 FMA peak %.1f GFLOP/s on %d threads (tensor.FMAPeak); GEMM flops counted in one predict (attention not included)\n", peak, runtime.GOMAXPROCS(0))
+	for _, s := range benchmodel.Stages {
+		f, gs, t := flops[s], g.Stages[s], tt[s]
+		fmt.Printf("stage_bound name=%s gemm_gflop=%.1f go_gemm_gflops=%.1f torch_gemm_gflops=%.1f go_frac_peak=%.2f torch_frac_peak=%.2f max_ratio_at_peak=%.2f\n",
+			s, f/1e9, div(f/1e6, ms(gs.Wall)), div(f/1e6, t.ms), div(f/1e6, ms(gs.Wall)*peak), div(f/1e6, t.ms*peak), div(t.ms*peak, f/1e6))
+	}
 	fmt.Printf("load_ratio go_s=%.2f torch_s=%.2f go_over_torch=%.2f\n", g.Load.Wall.Seconds(), tload, div(g.Load.Wall.Seconds(), tload))
 	a, err := npy.ReadFile(filepath.Join(out, "action_pred.npy"))
 	if err != nil {
@@ -132,12 +197,33 @@ func runStages(ckpt, inputs, python, torchOut string, reps int, fp32Check bool) 
 	return nil
 }
 
-// torchStages runs torch_stages.py and returns its stage times and load
-// seconds.
-func torchStages(python, ckpt, inputs, out string, reps int) (map[string]result, float64, error) {
+// torchStages runs torch_stages.py loads−1 times with --load-only, then
+// once whole (each load in a fresh process, as the Go side's each start
+// from a heap returned to the OS), and returns the stage times and the
+// best load's seconds.
+func torchStages(python, ckpt, inputs, out string, loads, reps int) (map[string]result, float64, error) {
+	best := math.Inf(1)
+	for range loads - 1 {
+		_, s, err := torchRun(python, ckpt, inputs, out, reps, true)
+		if err != nil {
+			return nil, 0, err
+		}
+		best = min(best, s)
+	}
+	res, s, err := torchRun(python, ckpt, inputs, out, reps, false)
+	return res, min(best, s), err
+}
+
+// torchRun runs torch_stages.py once (with --load-only: the load alone)
+// and returns its stage times and load seconds.
+func torchRun(python, ckpt, inputs, out string, reps int, loadOnly bool) (map[string]result, float64, error) {
 	script := filepath.Join("testdata", "bench", "torch_stages.py")
-	cmd := exec.Command(python, "-W", "ignore", script, "--weights-dir", ckpt, "--inputs", inputs,
-		"--reps", strconv.Itoa(reps), "--out", out)
+	args := []string{"-W", "ignore", script, "--weights-dir", ckpt, "--inputs", inputs,
+		"--reps", strconv.Itoa(reps), "--out", out}
+	if loadOnly {
+		args = append(args, "--load-only")
+	}
+	cmd := exec.Command(python, args...)
 	cmd.Env = torchEnv(runtime.GOMAXPROCS(0))
 	cmd.Stderr = os.Stderr
 	pipe, err := cmd.StdoutPipe()
@@ -172,6 +258,18 @@ func torchStages(python, ckpt, inputs, out string, reps int) (map[string]result,
 		return nil, 0, fmt.Errorf("%s: %w", script, err)
 	}
 	return res, load, nil
+}
+
+// seconds lists the wall seconds of ts, comma-separated.
+func seconds(ts []benchmodel.Timing) string {
+	var b strings.Builder
+	for i, t := range ts {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%.3f", t.Wall.Seconds())
+	}
+	return b.String()
 }
 
 func maxAbsDiff(a, b []float32) float64 {
