@@ -435,3 +435,20 @@ func BenchmarkAttentionRealVision(b *testing.B) {
 	b.ReportMetric(flop/1e9/cpu, "GFLOP/cpu-s")
 	b.ReportMetric(cpu*1000, "cpu-ms/op")
 }
+
+// TestClonePreemptible: the chunked copy of the token embedding equals the
+// source across chunk boundaries and owns its memory.
+func TestClonePreemptible(t *testing.T) {
+	for _, n := range []int{0, 1, 1<<19 - 1, 1 << 19, 5<<18 + 3} {
+		src := make([]uint16, n)
+		for i := range src {
+			src[i] = uint16(i*7 + i>>16)
+		}
+		got := clonePreemptible(src)
+		require.Equal(t, src, got, "n=%d", n)
+		if n > 0 {
+			got[n-1]++
+			require.NotEqual(t, src[n-1], got[n-1], "n=%d: the clone shares memory", n)
+		}
+	}
+}
