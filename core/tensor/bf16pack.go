@@ -69,13 +69,7 @@ func (bk *blockedKernels) PackKNBF16(w []uint16, k, n int) Packed {
 		return bk.PackKN(widenAll(w, n*k), k, n)
 	}
 	bp := bk.newPackedBF16(n, k)
-	nr := bk.nr
-	for p := 0; p < k; p++ {
-		row := w[p*n : p*n+n]
-		for j0 := 0; j0 < n; j0 += nr {
-			copy(bp.h[((j0/nr)*k+p)*nr:], row[j0:min(j0+nr, n)])
-		}
-	}
+	packKNPanels(bp.h, w, k, n, bk.nr)
 	return bp
 }
 

@@ -13,33 +13,37 @@ import (
 // both layouts, including a Kernels without BF16Packer.
 func TestPackBF16MatchesWidened(t *testing.T) {
 	r := rand.New(rand.NewPCG(51, 52))
-	const m, n, k = 13, 150, 77
-	wf := randSlice(r, n*k)
-	roundBF16(wf)
-	wh := make([]uint16, n*k)
-	for i, v := range wf {
-		wh[i] = uint16(math.Float32bits(v) >> 16)
-	}
-	whKN := make([]uint16, n*k)
-	wfKN := transposeKN(wf, n, k)
-	for i, v := range wfKN {
-		whKN[i] = uint16(math.Float32bits(v) >> 16)
-	}
-	x := randSlice(r, m*k)
-	kinds := []Kernels{plainKernels{Portable()}}
-	for _, v := range Variants() {
-		kinds = append(kinds, v.Kernels)
-	}
-	for _, kern := range kinds {
-		want := make([]float32, m*n)
-		kern.MatMul(want, x, m, kern.PackLinear(wf, n, k), nil)
-		for _, w := range []Packed{PackLinearBF16(kern, wh, n, k), PackKNBF16(kern, whKN, k, n)} {
-			got := make([]float32, m*n)
-			kern.MatMul(got, x, m, w, nil)
-			require.Equal(t, want, got, "%T", kern)
+	// The second shape packs on the worker team (n·k ≥ packParallelMin),
+	// with a ragged last panel at every NR.
+	for _, sh := range [][3]int{{13, 150, 77}, {7, 1030, 70}} {
+		m, n, k := sh[0], sh[1], sh[2]
+		wf := randSlice(r, n*k)
+		roundBF16(wf)
+		wh := make([]uint16, n*k)
+		for i, v := range wf {
+			wh[i] = uint16(math.Float32bits(v) >> 16)
 		}
+		wfKN := transposeKN(wf, n, k)
+		whKN := make([]uint16, n*k)
+		for i, v := range wfKN {
+			whKN[i] = uint16(math.Float32bits(v) >> 16)
+		}
+		x := randSlice(r, m*k)
+		kinds := []Kernels{plainKernels{Portable()}}
+		for _, v := range Variants() {
+			kinds = append(kinds, v.Kernels)
+		}
+		for _, kern := range kinds {
+			want := make([]float32, m*n)
+			kern.MatMul(want, x, m, kern.PackLinear(wf, n, k), nil)
+			for _, w := range []Packed{PackLinearBF16(kern, wh, n, k), PackKNBF16(kern, whKN, k, n), kern.PackKN(wfKN, k, n)} {
+				got := make([]float32, m*n)
+				kern.MatMul(got, x, m, w, nil)
+				require.Equal(t, want, got, "%T %v", kern, sh)
+			}
+		}
+		require.Panics(t, func() { Portable().(BF16Packer).PackLinearBF16(wh[:10], n, k) })
 	}
-	require.Panics(t, func() { Portable().(BF16Packer).PackLinearBF16(wh[:10], n, k) })
 }
 
 // plainKernels hides the optional interfaces of the Kernels it wraps.

@@ -17,6 +17,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"github.com/gr00tgw/gr00tgw/core/model"
 	"github.com/gr00tgw/gr00tgw/core/tensor"
@@ -218,7 +221,7 @@ func LoadFrom(cfg model.Config, src Source, k tensor.Kernels) (*Model, error) {
 	t := cfg.Backbone.Text
 	lp := model.LLMPrefix
 	if h := bits(lp + "embed_tokens.weight"); h != nil {
-		m.embedH = clonePreemptible(h)
+		m.embedH = cloneTable(h)
 		release(lp + "embed_tokens.weight")
 	} else {
 		m.embed = get(lp + "embed_tokens.weight")
@@ -272,18 +275,32 @@ type Layout struct {
 	MaxSeq int
 }
 
-// clonePreemptible copies src (the 622 MB token embedding at real size) in
-// 1 MiB chunks, each through a call whose prologue is a preemption point:
-// one runtime.memmove of the whole table cannot be preempted, so a GC
-// cycle that started meanwhile spun on it (runtime.suspendG, a preemption
-// signal storm) for as long as the copy faulted its pages in: 1.7 s of a
-// real-size load on a Zen 3 VM.
-func clonePreemptible(src []uint16) []uint16 {
+// cloneTable copies src (the 622 MB token embedding at real size) in
+// 1 MiB chunks on GOMAXPROCS goroutines, each chunk through a call whose
+// prologue is a preemption point. One runtime.memmove of the whole table
+// cannot be preempted: a GC cycle that started meanwhile spun on it
+// (runtime.suspendG, a preemption signal storm) for as long as the copy
+// faulted its pages in, up to 1.7 s of a real-size load on a Zen 3 VM; and
+// on one goroutine the faults were serial.
+func cloneTable(src []uint16) []uint16 {
 	dst := make([]uint16, len(src))
 	const chunk = 1 << 19 // values
-	for off := 0; off < len(src); off += chunk {
-		copyChunk(dst[off:], src[off:min(off+chunk, len(src))])
+	chunks := (len(src) + chunk - 1) / chunk
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), chunks) {
+		wg.Go(func() {
+			for {
+				c := int(next.Add(1) - 1)
+				if c >= chunks {
+					return
+				}
+				off := c * chunk
+				copyChunk(dst[off:], src[off:min(off+chunk, len(src))])
+			}
+		})
 	}
+	wg.Wait()
 	return dst
 }
 

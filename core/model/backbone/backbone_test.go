@@ -436,15 +436,15 @@ func BenchmarkAttentionRealVision(b *testing.B) {
 	b.ReportMetric(cpu*1000, "cpu-ms/op")
 }
 
-// TestClonePreemptible: the chunked copy of the token embedding equals the
-// source across chunk boundaries and owns its memory.
-func TestClonePreemptible(t *testing.T) {
+// TestCloneTable: the chunked, parallel copy of the token embedding equals
+// the source across chunk boundaries and owns its memory.
+func TestCloneTable(t *testing.T) {
 	for _, n := range []int{0, 1, 1<<19 - 1, 1 << 19, 5<<18 + 3} {
 		src := make([]uint16, n)
 		for i := range src {
 			src[i] = uint16(i*7 + i>>16)
 		}
-		got := clonePreemptible(src)
+		got := cloneTable(src)
 		require.Equal(t, src, got, "n=%d", n)
 		if n > 0 {
 			got[n-1]++
