@@ -146,7 +146,13 @@ func (bk *blockedKernels) PackLinear(w []float32, n, k int) Packed {
 // a real-size checkpoint packs at memory speed instead of one cache miss
 // per value.
 func packPanels[T uint16 | float32](dst, src []T, n, k, nr int) {
-	j := &packJob[T]{dst: dst, src: src, n: n, k: k, nr: nr}
+	runPack(&packJob[T]{dst: dst, src: src, n: n, k: k, nr: nr}, n, k, nr)
+}
+
+// runPack runs j, a job of one part per NR-wide panel of an [n, k]
+// weight, on the worker team when the weight has packParallelMin values or
+// more, else on the caller.
+func runPack(j job, n, k, nr int) {
 	panels := (n + nr - 1) / nr
 	if n*k < packParallelMin {
 		for p := range panels {
@@ -163,15 +169,7 @@ func packPanels[T uint16 | float32](dst, src []T, n, k, nr int) {
 // goroutine faulting in a real-size checkpoint's category-specific
 // weights took 0.6 s).
 func packKNPanels[T uint16 | float32](dst, src []T, k, n, nr int) {
-	j := &packKNJob[T]{dst: dst, src: src, n: n, k: k, nr: nr}
-	panels := (n + nr - 1) / nr
-	if n*k < packParallelMin {
-		for p := range panels {
-			j.run(p, 0)
-		}
-		return
-	}
-	defaultTeam().parallelFor(j, panels)
+	runPack(&packKNJob[T]{dst: dst, src: src, n: n, k: k, nr: nr}, n, k, nr)
 }
 
 type packKNJob[T uint16 | float32] struct {
