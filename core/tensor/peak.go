@@ -11,9 +11,9 @@ import (
 // FMAPeak measures the fp32 fused multiply-add peak of the best vector
 // level this process uses (AVX-512F, else AVX2+FMA; NEON on arm64) in
 // GFLOP/s on threads OS threads at once: independent FMA chains with no
-// memory traffic, the best of 10 runs of a few milliseconds. It is the ceiling of any
-// fp32 GEMM on this CPU, for benchmark tools that report the fraction of it
-// a computation reaches. It returns 0 where no SIMD level is in use
+// memory traffic, the best of 10 runs of a few milliseconds. It is the
+// ceiling of any fp32 GEMM on this CPU, for benchmark tools that report
+// the fraction of it a computation reaches. It returns 0 where no SIMD level is in use
 // (-tags purego, other architectures, a CPU without the level). It keeps
 // the threads busy while it runs; safe for concurrent use.
 func FMAPeak(threads int) float64 {

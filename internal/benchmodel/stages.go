@@ -59,7 +59,8 @@ func RunStages(ctx context.Context, dir, inputsDir, policy string, loads, reps i
 		return run, err
 	}
 	var be *cpu.Backend
-	for i := range max(loads, 1) {
+	run.Load = Timing{Wall: math.MaxInt64, CPU: math.MaxInt64}
+	for range max(loads, 1) {
 		if be != nil {
 			if err := be.Close(); err != nil {
 				return run, err
@@ -73,9 +74,6 @@ func RunStages(ctx context.Context, dir, inputsDir, policy string, loads, reps i
 			return run, err
 		}
 		t := now().sub(t0)
-		if i == 0 {
-			run.Load = t
-		}
 		run.Load = Timing{Wall: min(run.Load.Wall, t.Wall), CPU: min(run.Load.CPU, t.CPU)}
 		run.Loads = append(run.Loads, t)
 	}
@@ -97,10 +95,8 @@ func RunStages(ctx context.Context, dir, inputsDir, policy string, loads, reps i
 	run.Predict = Timing{Wall: math.MaxInt64, CPU: math.MaxInt64}
 	var marks [len(StageEndTaps)]instant
 	tap := func(name string, step int, _ []int, _ []float32) {
-		for i, e := range StageEndTaps {
-			if name == e {
-				marks[i] = now()
-			}
+		if i := StageEnd(name); i >= 0 {
+			marks[i] = now()
 		}
 	}
 	for i := -1; i < reps; i++ {
@@ -130,6 +126,16 @@ func RunStages(ctx context.Context, dir, inputsDir, policy string, loads, reps i
 	}
 	run.PeakRSSMiB, _ = ProcStatusMiB("VmHWM")
 	return run, nil
+}
+
+// StageEnd is the index in StageEndTaps of the tap named name, or -1.
+func StageEnd(name string) int {
+	for i, e := range StageEndTaps {
+		if name == e {
+			return i
+		}
+	}
+	return -1
 }
 
 // StageEndTaps are the taps that end vision, llm and adapter, in order

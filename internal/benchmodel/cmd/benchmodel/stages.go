@@ -64,10 +64,8 @@ func stageFlops(ctx context.Context, ckpt, inputs string) (map[string]float64, e
 	c.Flops.Store(0) // the warm-up's
 	var ends [len(benchmodel.StageEndTaps) + 1]int64
 	tap := func(name string, _ int, _ []int, _ []float32) {
-		for i, e := range benchmodel.StageEndTaps {
-			if name == e {
-				ends[i] = c.Flops.Load()
-			}
+		if i := benchmodel.StageEnd(name); i >= 0 {
+			ends[i] = c.Flops.Load()
 		}
 	}
 	if _, err := be.PredictTaps(ctx, in, tap); err != nil {
@@ -177,7 +175,7 @@ func runStages(ckpt, inputs, python, torchOut string, loads, reps int, fp32Check
 	}
 	// What the FMA peak allows: a Go side whose every GEMM ran at the peak
 	// and whose attention and elementwise work took no time at all would
-	// reach max_ratio_at_peak; above 1.5 nothing fp32 can reach 1.5×.
+	// reach max_ratio_at_peak; below 1.5 no fp32 code can reach 1.5×.
 	fmt.Printf("# fp32 FMA peak %.1f GFLOP/s on %d threads (tensor.FMAPeak); GEMM flops counted in one predict (attention not included)\n", peak, runtime.GOMAXPROCS(0))
 	for _, s := range benchmodel.Stages {
 		f, gs, t := flops[s], g.Stages[s], tt[s]
