@@ -71,10 +71,14 @@ type Config struct {
 	// (the default is always served); empty serves every plugin in
 	// plugins_dir.
 	Embodiments []string `koanf:"embodiments" flag:"embodiments" usage:"embodiment tags to serve, comma-separated (empty: every plugin in plugins_dir)"`
-	// Backend is the device backend kind (see device.Names).
-	Backend string `koanf:"backend" flag:"backend" usage:"device backend kind"`
-	// Policy is the dtype policy handed to the backend.
-	Policy string `koanf:"policy" flag:"policy" env:"GR00T_POLICY" usage:"dtype policy of the backend"`
+	// Backend is the device backend kind: a registered one (device.Names:
+	// cpu), served in process or by the Go runner, or BackendTorch, the
+	// PyTorch runner (device.isolation process only; device.torch.*). A
+	// device.runner_command of its own may serve any other kind.
+	Backend string `koanf:"backend" flag:"backend" usage:"device backend kind: cpu, or torch (the PyTorch runner: device.isolation process, device.torch.*)"`
+	// Policy is the dtype policy handed to the backend; with backend
+	// torch it must stay at its default (device.torch.dtype says).
+	Policy string `koanf:"policy" flag:"policy" env:"GR00T_POLICY" usage:"dtype policy of the backend (backend torch: leave it; device.torch.dtype says)"`
 	// Threads caps the cores of a CPU backend and the host pipeline; 0 = all.
 	Threads int `koanf:"threads" flag:"threads" env:"GR00T_TORCH_THREADS" usage:"cores used by the CPU backend (0: all)"`
 	// WarmupRuns is the number of warm-up predictions on the demo
@@ -168,6 +172,29 @@ type Device struct {
 	// RunnerMaxRestarts is how many consecutive failed restarts leave a
 	// runner failed (the server then stays not ready, with the reason).
 	RunnerMaxRestarts int `koanf:"runner_max_restarts" flag:"device-runner-max-restarts" usage:"consecutive failed restarts before a runner stays down"`
+	// Torch configures the PyTorch runner (backend torch).
+	Torch Torch `koanf:"torch"`
+}
+
+// Torch configures the PyTorch runner, the runner of backend torch: the
+// Python package gr00t_torchrunner, embedded in gr00tgw and run by
+// Python as `python -B -m gr00t_torchrunner` in runner children
+// (device.isolation process; device/torchrunner). serve probes the
+// interpreter before it listens and refuses a device or dtype it cannot
+// serve. The dtype is Dtype's: the policy key stays at its default.
+type Torch struct {
+	// Device is cpu, cuda (the default; with device.runners N, runner i
+	// uses cuda:(i mod the device count)) or cuda:N.
+	Device string `koanf:"device" flag:"torch-device" usage:"device of the torch runners: cpu, cuda (runner i on cuda:(i mod devices)) or cuda:N (backend torch)"`
+	// Dtype is auto (bf16 on CUDA, fp32 on CPU), bf16 or fp32.
+	Dtype string `koanf:"dtype" flag:"torch-dtype" usage:"dtype of the torch runners: auto (bf16 on CUDA, fp32 on CPU), bf16 or fp32 (backend torch)"`
+	// Python is the interpreter that runs them: a name on PATH or a path.
+	Python string `koanf:"python" flag:"torch-python" usage:"Python interpreter with torch (>= 1.13) that runs the torch runners: a name on PATH or a path (backend torch)"`
+	// Compile runs the model through torch.compile (torch >= 2.0; slower
+	// start).
+	Compile bool `koanf:"compile" flag:"torch-compile" usage:"torch.compile the model (torch >= 2.0; a slower start) (backend torch)"`
+	// CUDAGraphs captures the denoising steps in CUDA graphs (CUDA only).
+	CUDAGraphs bool `koanf:"cuda_graphs" flag:"torch-cuda-graphs" usage:"capture the denoising steps in CUDA graphs on CUDA devices (backend torch)"`
 }
 
 // ZMQ configures the Isaac-GR00T ZeroMQ policy endpoint (PolicyClient,
@@ -298,9 +325,14 @@ func Default() Config {
 		ZMQ:     ZMQ{MaxMessageBytes: 64 << 20, MaxBatch: 8, IdleTimeout: 10 * time.Minute, ReadTimeout: 30 * time.Second},
 		OpenPI:  OpenPI{MaxMessageBytes: 64 << 20, IdleTimeout: 10 * time.Minute, ReadTimeout: 30 * time.Second},
 		Device: Device{Isolation: defaultIsolation(), Runners: 1, RunnerPingInterval: time.Second, RunnerPingTimeout: 3 * time.Second,
-			RunnerCallGrace: 2 * time.Second, RunnerStartTimeout: 5 * time.Minute, RunnerMaxRestarts: 5},
+			RunnerCallGrace: 2 * time.Second, RunnerStartTimeout: 5 * time.Minute, RunnerMaxRestarts: 5,
+			Torch: Torch{Device: "cuda", Dtype: "auto", Python: "python3", CUDAGraphs: true}},
 	}
 }
+
+// BackendTorch is the backend kind of the PyTorch runner (config
+// device.torch.*): it runs only in runner processes.
+const BackendTorch = "torch"
 
 // Validate checks every value and returns the first problem, naming the key.
 // Load calls it (and adds the value's source to the message).
@@ -374,6 +406,23 @@ func (c *Config) checks() []keyCheck {
 		{"backend", func() error {
 			if c.Backend == "" {
 				return fmt.Errorf("must not be empty")
+			}
+			if c.Backend != BackendTorch {
+				return nil
+			}
+			// The torch backend is a runner program only: there is no
+			// in-process one to fall back to.
+			if goos != "linux" {
+				return fmt.Errorf("torch runs in runner processes (device.isolation process), which need Linux; this is %s", goos)
+			}
+			if c.Device.Isolation != "process" {
+				return fmt.Errorf("torch runs in runner processes: set device.isolation process (it is %q)", c.Device.Isolation)
+			}
+			return nil
+		}},
+		{"policy", func() error {
+			if c.Backend == BackendTorch && c.Policy != Default().Policy {
+				return fmt.Errorf("%q: backend torch takes its dtype from device.torch.dtype; leave policy at its default (%s)", c.Policy, Default().Policy)
 			}
 			return nil
 		}},
@@ -481,6 +530,31 @@ func (c *Config) checks() []keyCheck {
 		{"device.runner_call_grace", func() error { return positive(c.Device.RunnerCallGrace) }},
 		{"device.runner_start_timeout", func() error { return positive(c.Device.RunnerStartTimeout) }},
 		{"device.runner_max_restarts", func() error { return atLeast(c.Device.RunnerMaxRestarts, 1) }},
+		{"device.runner_command", func() error {
+			if c.Backend == BackendTorch && len(c.Device.RunnerCommand) > 0 {
+				return fmt.Errorf("%q: backend torch starts its own runner (device.torch.python -m gr00t_torchrunner); leave it empty", c.Device.RunnerCommand)
+			}
+			return nil
+		}},
+		{"device.torch.device", func() error {
+			d := c.Device.Torch.Device
+			if d == "cpu" || d == "cuda" {
+				return nil
+			}
+			if n, ok := strings.CutPrefix(d, "cuda:"); ok {
+				if i, err := strconv.Atoi(n); err == nil && i >= 0 && strconv.Itoa(i) == n {
+					return nil
+				}
+			}
+			return fmt.Errorf("%q is not cpu, cuda or cuda:N", d)
+		}},
+		{"device.torch.dtype", func() error { return oneOf(c.Device.Torch.Dtype, "auto", "bf16", "fp32") }},
+		{"device.torch.python", func() error {
+			if strings.TrimSpace(c.Device.Torch.Python) == "" {
+				return fmt.Errorf("must not be empty")
+			}
+			return nil
+		}},
 	}
 }
 

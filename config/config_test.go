@@ -237,3 +237,91 @@ func TestDemoDirMustExist(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotEmpty(t, l.Config.DemoDir)
 }
+
+// The torch runner's keys: defaults, every layer, and what is refused
+// (naming the key): a device or dtype outside the set, backend torch
+// without runner processes or off Linux, a policy other than the default,
+// a runner command of its own.
+func TestTorchKeys(t *testing.T) {
+	l, err := Load(Sources{Environ: []string{}})
+	require.NoError(t, err)
+	assert.Equal(t, Torch{Device: "cuda", Dtype: "auto", Python: "python3", CUDAGraphs: true}, l.Config.Device.Torch)
+	for _, k := range []struct{ name, flag, env string }{
+		{"device.torch.device", "torch-device", "GR00TGW_DEVICE_TORCH_DEVICE"},
+		{"device.torch.dtype", "torch-dtype", "GR00TGW_DEVICE_TORCH_DTYPE"},
+		{"device.torch.python", "torch-python", "GR00TGW_DEVICE_TORCH_PYTHON"},
+		{"device.torch.compile", "torch-compile", "GR00TGW_DEVICE_TORCH_COMPILE"},
+		{"device.torch.cuda_graphs", "torch-cuda-graphs", "GR00TGW_DEVICE_TORCH_CUDA_GRAPHS"},
+	} {
+		key, ok := Lookup(k.name)
+		require.True(t, ok, k.name)
+		assert.Equal(t, k.flag, key.Flag)
+		assert.Equal(t, []string{k.env}, key.Env)
+	}
+
+	defer func(g string) { goos = g }(goos)
+	goos = "linux"
+	for _, tc := range []struct {
+		name    string
+		file    string
+		env     []string
+		args    []string
+		want    func(t *testing.T, c Config)
+		wantErr string
+	}{
+		{name: "flags", args: []string{"--backend", "torch", "--torch-device", "cuda:1", "--torch-dtype", "bf16", "--torch-python", "/usr/bin/python3", "--torch-compile", "--torch-cuda-graphs=false"},
+			want: func(t *testing.T, c Config) {
+				assert.Equal(t, "torch", c.Backend)
+				assert.Equal(t, Torch{Device: "cuda:1", Dtype: "bf16", Python: "/usr/bin/python3", Compile: true}, c.Device.Torch)
+			}},
+		{name: "env", env: []string{"GR00TGW_BACKEND=torch", "GR00TGW_DEVICE_TORCH_DEVICE=cpu", "GR00TGW_DEVICE_TORCH_DTYPE=fp32", "GR00TGW_DEVICE_TORCH_CUDA_GRAPHS=off"},
+			want: func(t *testing.T, c Config) {
+				assert.Equal(t, Torch{Device: "cpu", Dtype: "fp32", Python: "python3"}, c.Device.Torch)
+			}},
+		{name: "file", file: writeFile(t, "backend: torch\ndevice:\n  torch:\n    device: cuda:0\n    compile: true\n"),
+			want: func(t *testing.T, c Config) {
+				assert.Equal(t, Torch{Device: "cuda:0", Dtype: "auto", Python: "python3", Compile: true, CUDAGraphs: true}, c.Device.Torch)
+			}},
+		{name: "default policy said out loud", args: []string{"--backend", "torch", "--policy", "fp32"},
+			want: func(t *testing.T, c Config) { assert.Equal(t, "fp32", c.Policy) }},
+		{name: "torch keys unchecked against cpu", args: []string{"--torch-device", "cpu"},
+			want: func(t *testing.T, c Config) { assert.Equal(t, "cpu", c.Backend) }},
+		{name: "dtype fp16", args: []string{"--torch-dtype", "fp16"},
+			wantErr: `config: key[device.torch.dtype] (from flag --torch-dtype): "fp16" is not one of auto, bf16, fp32`},
+		{name: "device gpu", env: []string{"GR00TGW_DEVICE_TORCH_DEVICE=gpu"},
+			wantErr: `config: key[device.torch.device] (from env GR00TGW_DEVICE_TORCH_DEVICE): "gpu" is not cpu, cuda or cuda:N`},
+		{name: "device cuda:-1", args: []string{"--torch-device", "cuda:-1"}, wantErr: `key[device.torch.device]`},
+		{name: "device cuda:", args: []string{"--torch-device", "cuda:"}, wantErr: `key[device.torch.device]`},
+		{name: "empty python", args: []string{"--torch-python", " "}, wantErr: `key[device.torch.python] (from flag --torch-python): must not be empty`},
+		{name: "torch inproc", args: []string{"--backend", "torch", "--device-isolation", "inproc"},
+			wantErr: `config: key[backend] (from flag --backend): torch runs in runner processes: set device.isolation process (it is "inproc")`},
+		{name: "torch policy", args: []string{"--backend", "torch", "--policy", "mixed_dit"},
+			wantErr: `config: key[policy] (from flag --policy): "mixed_dit": backend torch takes its dtype from device.torch.dtype; leave policy at its default (fp32)`},
+		{name: "torch policy from alias", env: []string{"GR00T_POLICY=bf16", "GR00TGW_BACKEND=torch"},
+			wantErr: `config: key[policy] (from env GR00T_POLICY)`},
+		{name: "torch runner command", args: []string{"--backend", "torch", "--device-runner-command", "/opt/runner"},
+			wantErr: `config: key[device.runner_command] (from flag --device-runner-command): ["/opt/runner"]: backend torch starts its own runner`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := tc.env
+			if env == nil {
+				env = []string{}
+			}
+			l, err := Load(Sources{File: tc.file, Environ: env, Flags: parsedFlags(t, tc.args...)})
+			if tc.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			tc.want(t, l.Config)
+		})
+	}
+
+	// Off Linux there are no runner processes: backend torch is refused
+	// with the reason (device.isolation defaults to inproc there).
+	goos = "darwin"
+	_, err = Load(Sources{Environ: []string{"GR00TGW_BACKEND=torch"}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "config: key[backend] (from env GR00TGW_BACKEND): torch runs in runner processes (device.isolation process), which need Linux; this is darwin")
+}
