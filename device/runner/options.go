@@ -39,6 +39,15 @@ type Options struct {
 	// BackoffMin and BackoffMax bound the delay before a restart, doubled
 	// after each failure (100ms, 5s).
 	BackoffMin, BackoffMax time.Duration
+	// DrawNoise, when set, makes the client draw the initial noise of a
+	// request that has none (device.Inputs.Noise nil) from its seed with
+	// core/model/noise.Randn — the in-process CPU backend's generator,
+	// PyTorch's CPU torch.randn bit for bit — straight into the segment's
+	// noise span, and send that span: a runner whose own generator differs
+	// (CUDA's, another torch build's) then starts from the same noise as
+	// the Go backend for the same seed. Unset, such a request goes with
+	// noise null and the runner draws it from seed itself (device/RUNNER.md).
+	DrawNoise bool
 	// Logger receives supervision events (nil: slog.Default()).
 	Logger *slog.Logger
 	// Stderr receives the runners' stdout and stderr (nil: os.Stderr).

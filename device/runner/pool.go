@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gr00tgw/gr00tgw/core/model/noise"
 	"github.com/gr00tgw/gr00tgw/device"
 )
 
@@ -333,7 +334,9 @@ func (w *worker) predict(ctx context.Context, in *device.Inputs) (*device.Result
 }
 
 // fill writes the small tensors of in into seg at the layout's offsets and
-// describes them. Inputs larger than the layout are refused (ErrInput).
+// describes them; with Options.DrawNoise, a request without noise gets it
+// drawn from its seed into the noise span. Inputs larger than the layout
+// are refused (ErrInput).
 func (p *Pool) fill(seg *segment, in *device.Inputs) (*PredictBody, error) {
 	l, off := p.layout, p.off
 	put := func(name string, slot int, n, capN int) (Span, error) {
@@ -378,6 +381,10 @@ func (p *Pool) fill(seg *segment, in *device.Inputs) (*PredictBody, error) {
 			return nil, err
 		}
 		copy(seg.f32(sp), in.Noise)
+		b.Noise = &sp
+	} else if p.o.DrawNoise {
+		sp := Span{Offset: off[5], Count: l.ActionHorizon * l.ActionDim}
+		noise.Randn(seg.f32(sp), in.Seed)
 		b.Noise = &sp
 	}
 	b.Output = Span{Offset: off[6], Count: l.ActionHorizon * l.ActionDim}

@@ -32,6 +32,9 @@ var fakeLayout = runner.Layout{MaxPatches: 16, MaxImages: 1, MaxSeq: 8, PixelCol
 
 // fakeRunner is a minimal runner of the protocol that misbehaves per mode.
 func fakeRunner(mode string, w *runner.Wire) int {
+	if mode == "fake-echonoise" {
+		return echoNoiseRunner(w)
+	}
 	if mode == "fake-orphan" {
 		// a runner that started a helper process (same process group)
 		cmd := exec.Command("sleep", "300")
