@@ -40,6 +40,9 @@ import (
 	"github.com/gr00tgw/gr00tgw/internal/benchmodel"
 )
 
+// torchBF16 is -torch-bf16.
+var torchBF16 bool
+
 type result struct {
 	ms, cpuMs float64
 }
@@ -59,6 +62,7 @@ func main() {
 	loadReps := flag.Int("load-reps", 2, "with -stages: loads per side, each as a fresh process starts (Go: its heap returned to the OS first; torch: one process per load), best-of: the first load after other work pays for pages this VM has not touched yet, on either side")
 	stageReps := flag.Int("stage-reps", 2, "with -stages: timed predicts per side (best-of, after one untimed)")
 	cpuProfile := flag.String("cpuprofile", "", "write the Go side's CPU profile to this file (go tool pprof)")
+	flag.BoolVar(&torchBF16, "torch-bf16", true, "with -stages: also time the torch runner's bf16 path on the CPU (torch_stages.py --dtype bf16) beside the Go fp32 backend")
 	flag.Parse()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)

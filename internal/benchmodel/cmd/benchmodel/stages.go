@@ -192,7 +192,64 @@ func runStages(ckpt, inputs, python, torchOut string, loads, reps int, fp32Check
 		return err
 	}
 	fmt.Printf("fidelity action_pred go_vs_torch pcc=%.9f max_abs_diff=%.3g\n", benchmodel.PCC(goPred, tp), maxAbsDiff(goPred, tp))
+	if !torchBF16 {
+		return nil
+	}
+	return torchBF16Stages(python, ckpt, inputs, out, reps, g, goPred)
+}
+
+// torchBF16Stages runs the torch runner's bf16 path on the CPU (torch_stages.py
+// --dtype bf16: oneDNN's bf16 matmul, AMX or AVX512_BF16 where the CPU has
+// them, emulated otherwise) and sets it beside the Go fp32 backend, stage
+// by stage: the figure that decides whether a fast CPU path should be the
+// torch runner or new Go kernels.
+func torchBF16Stages(python, ckpt, inputs, out string, reps int, g benchmodel.StageRun, goPred []float32) error {
+	bfOut := filepath.Join(out, "bf16")
+	if err := os.MkdirAll(bfOut, 0o755); err != nil {
+		return err
+	}
+	fmt.Printf("# torch runner bf16 on the CPU: %s; bf16 features: %s\n", cpuModel(), bf16Features())
+	tt, tload, err := torchRun(python, ckpt, inputs, bfOut, reps, false, "--dtype", "bf16")
+	if err != nil {
+		return err
+	}
+	threads := float64(runtime.GOMAXPROCS(0))
+	for _, s := range benchmodel.Stages {
+		gs, t := g.Stages[s], tt[s]
+		fmt.Printf("stage_ratio_bf16 name=%s go_fp32_ms=%.1f torch_bf16_ms=%.1f ratio=%.2f go_cpu_ms=%.1f torch_bf16_cpu_ms=%.1f\n",
+			s, ms(gs.Wall), t.ms, div(t.ms, ms(gs.Wall)), ms(gs.CPU)/threads, t.cpuMs)
+	}
+	fmt.Printf("load_bf16 torch_s=%.2f\n", tload)
+	a, err := npy.ReadFile(filepath.Join(bfOut, "action_pred.npy"))
+	if err != nil {
+		return err
+	}
+	tp, err := a.Float32s()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("fidelity action_pred torch_bf16_vs_go_fp32 pcc=%.9f max_abs_diff=%.3g\n", benchmodel.PCC(goPred, tp), maxAbsDiff(goPred, tp))
 	return nil
+}
+
+// bf16Features names the CPU's bf16 instructions (/proc/cpuinfo flags).
+func bf16Features() string {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	var have []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "flags" {
+			for _, f := range strings.Fields(v) {
+				if f == "avx512_bf16" || f == "amx_bf16" || f == "amx_tile" {
+					have = append(have, f)
+				}
+			}
+			break
+		}
+	}
+	if len(have) == 0 {
+		return "none (bf16 matmul emulated in fp32)"
+	}
+	return strings.Join(have, " ")
 }
 
 // torchStages runs torch_stages.py loads−1 times with --load-only, then
@@ -214,10 +271,10 @@ func torchStages(python, ckpt, inputs, out string, loads, reps int) (map[string]
 
 // torchRun runs torch_stages.py once (with --load-only: the load alone)
 // and returns its stage times and load seconds.
-func torchRun(python, ckpt, inputs, out string, reps int, loadOnly bool) (map[string]result, float64, error) {
+func torchRun(python, ckpt, inputs, out string, reps int, loadOnly bool, extra ...string) (map[string]result, float64, error) {
 	script := filepath.Join("testdata", "bench", "torch_stages.py")
-	args := []string{"-W", "ignore", script, "--weights-dir", ckpt, "--inputs", inputs,
-		"--reps", strconv.Itoa(reps), "--out", out}
+	args := append([]string{"-W", "ignore", script, "--weights-dir", ckpt, "--inputs", inputs,
+		"--reps", strconv.Itoa(reps), "--out", out}, extra...)
 	if loadOnly {
 		args = append(args, "--load-only")
 	}
