@@ -1,0 +1,45 @@
+//go:build linux
+
+package runner_test
+
+import (
+	"context"
+	"net"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gr00tgw/gr00tgw/device/runner"
+	"github.com/gr00tgw/gr00tgw/device/runnertest"
+)
+
+// TestConformanceTolerance runs the suite in tolerance mode against the
+// in-process server with a reference off by up to 5e-5 (as a GPU runner's
+// is off the Go backend's): it passes at Tolerance 1e-4, every other check
+// still exact.
+func TestConformanceTolerance(t *testing.T) {
+	in := caseAInputs(t)
+	want := append([]float32(nil), reference(t, in)...)
+	for i := range want {
+		if i%2 == 0 {
+			want[i] += 5e-5
+		} else {
+			want[i] -= 5e-5
+		}
+	}
+	start := func(t testing.TB) (*net.UnixConn, func()) {
+		c, rf, err := runner.SocketPair()
+		require.NoError(t, err)
+		sc, err := net.FileConn(rf)
+		require.NoError(t, err)
+		_ = rf.Close()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = runner.Serve(context.Background(), sc.(*net.UnixConn), refBE, runner.ServeOptions{Layout: tinyLayout(refBE), Runner: "in-process"})
+			_ = sc.Close()
+		}()
+		return c, func() { <-done }
+	}
+	runnertest.Run(t, start, runnertest.Options{Inputs: in, Want: want, Tolerance: 1e-4})
+}
