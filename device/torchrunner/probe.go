@@ -25,8 +25,11 @@ const (
 )
 
 // MinTorch is the oldest torch the runner supports (Debian 12's
-// python3-torch).
-var MinTorch = [2]int{1, 13}
+// python3-torch); MinPython the oldest Python.
+var (
+	MinTorch  = [2]int{1, 13}
+	MinPython = [2]int{3, 9}
+)
 
 // KeyError is a problem of one configuration key found by Probe or Check:
 // "device.torch.python: "python3" not found on PATH".
@@ -180,8 +183,9 @@ func lastLine(b []byte) string {
 	return ": " + l
 }
 
-// torchVersion reads major.minor of a torch version ("1.13.0a0+git…",
-// "2.11.0+cu130"); ok is false when it does not start with two numbers.
+// torchVersion reads major.minor of a version ("1.13.0a0+git…",
+// "2.11.0+cu130", Python's "3.11.2"); ok is false when it does not start
+// with two numbers.
 func torchVersion(v string) (major, minor int, ok bool) {
 	parts := strings.SplitN(v, ".", 3)
 	if len(parts) < 2 {
@@ -205,8 +209,9 @@ func torchVersion(v string) (major, minor int, ok bool) {
 // *KeyError), why the torch runner cannot run on the interpreter f
 // describes with device (cpu, cuda, cuda:N) and dtype (auto, bf16, fp32):
 //
-//   - device.torch.python: the interpreter was not found; it has no torch
-//     (with the import error) or a torch older than MinTorch;
+//   - device.torch.python: the interpreter was not found, is older than
+//     MinPython, has no torch (with the import error) or a torch older
+//     than MinTorch;
 //   - device.torch.device: cuda or cuda:N asked, but torch sees no CUDA
 //     device, or fewer than N+1;
 //   - device.torch.dtype: bf16 (or auto, which means bf16 on CUDA) on a
@@ -223,6 +228,9 @@ func Check(f Facts, device, dtype string) error {
 			why = strconv.Quote(f.Python) + " not found"
 		}
 		return keyErr(KeyPython, "%s", why)
+	}
+	if ma, mi, ok := torchVersion(f.PythonVersion); ok && (ma < MinPython[0] || ma == MinPython[0] && mi < MinPython[1]) {
+		return keyErr(KeyPython, "%s is Python %s, older than %d.%d", f.Executable, f.PythonVersion, MinPython[0], MinPython[1])
 	}
 	if f.Torch == "" {
 		why := f.TorchError

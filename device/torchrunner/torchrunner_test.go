@@ -87,6 +87,8 @@ func TestCheckMessages(t *testing.T) {
 			want: `device.torch.python: /nonexistent/python3 not found (`, key: KeyPython},
 		{name: "no_torch", python: func(t *testing.T) string { return abs(t, probeNoTorch) }, device: "cpu", dtype: "auto",
 			want: "device.torch.python: @ has no torch (ModuleNotFoundError: No module named 'torch'): install python3-torch (Debian) or torch ≥ 1.13", key: KeyPython},
+		{name: "old_python", python: func(t *testing.T) string { return abs(t, strings.Replace(probeCPU, `"3.11.2"`, `"3.8.10"`, 1)) }, device: "cpu", dtype: "auto",
+			want: "device.torch.python: @ is Python 3.8.10, older than 3.9", key: KeyPython},
 		{name: "old_torch", python: func(t *testing.T) string { return abs(t, probeOld) }, device: "cpu", dtype: "auto",
 			want: "device.torch.python: @ has torch 1.12.1, older than 1.13: install python3-torch (Debian) or torch ≥ 1.13", key: KeyPython},
 		{name: "no_cuda", python: func(t *testing.T) string { return abs(t, probeCPU) }, device: "cuda", dtype: "auto",
