@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -17,6 +20,7 @@ import (
 	"github.com/gr00tgw/gr00tgw/device"
 	_ "github.com/gr00tgw/gr00tgw/device/cpu" // registers backend "cpu"
 	"github.com/gr00tgw/gr00tgw/device/runner"
+	"github.com/gr00tgw/gr00tgw/device/torchrunner"
 	"github.com/gr00tgw/gr00tgw/gateway"
 	"github.com/gr00tgw/gr00tgw/gateway/adapt"
 	"github.com/gr00tgw/gr00tgw/gateway/oip"
@@ -60,6 +64,12 @@ func runServe(ctx context.Context, args []string) error {
 	slog.SetDefault(log)
 	ver := versionString()
 	log.Info("gr00tgw starting", "version", ver, "addr", cfg.Addr, "backend", cfg.Backend, "policy", cfg.Policy)
+	// The backend kind, and for torch the interpreter, before anything
+	// listens or loads: a host that cannot serve the configuration fails
+	// here with one line naming the key.
+	if err := checkBackend(ctx, loaded, log); err != nil {
+		return err
+	}
 	sec, err := loadSecurity(cfg, log)
 	if err != nil {
 		return err
@@ -197,14 +207,25 @@ var openServing = func(ctx context.Context, cfg config.Config, log *slog.Logger,
 // backendOpener opens the backend where config device.isolation says:
 // nil (adapt's in-process device.Open) for inproc; for process, a pool of
 // device.runners supervised runner children — this binary's `runner`
-// subcommand unless device.runner_command names another program.
+// subcommand unless device.runner_command names another program, and for
+// backend torch the PyTorch runner (device.torch.python -m
+// gr00t_torchrunner, the package extracted from this binary), which is
+// sent the noise of each request's seed (runner.Options.DrawNoise).
 func backendOpener(cfg config.Config, log *slog.Logger) device.OpenFunc {
 	if cfg.Device.Isolation != "process" {
 		return nil
 	}
 	return func(ctx context.Context, o device.Options) (device.Backend, error) {
 		argv := cfg.Device.RunnerCommand
-		if len(argv) == 0 {
+		var env []string
+		torch := cfg.Backend == config.BackendTorch
+		if torch {
+			dir, err := torchrunner.Extract()
+			if err != nil {
+				return nil, err
+			}
+			argv, env = torchOptions(cfg).Command(dir, nil)
+		} else if len(argv) == 0 {
 			exe, err := os.Executable()
 			if err != nil {
 				return nil, fmt.Errorf("runner: %w", err)
@@ -213,10 +234,55 @@ func backendOpener(cfg config.Config, log *slog.Logger) device.OpenFunc {
 		}
 		log.Info(fmt.Sprintf("Starting %d runner process(es): %s", cfg.Device.Runners, argv[0]))
 		return runner.Open(ctx, runner.Options{
-			Command: argv, Backend: cfg.Backend, Device: o, Runners: cfg.Device.Runners,
+			Command: argv, Env: env, Backend: cfg.Backend, Device: o, Runners: cfg.Device.Runners,
+			// torch draws its own noise on CUDA (not torch's CPU randn):
+			// the gateway sends the Go backend's for the request's seed.
+			DrawNoise:    torch,
 			PingInterval: cfg.Device.RunnerPingInterval, PingTimeout: cfg.Device.RunnerPingTimeout,
 			CallGrace: cfg.Device.RunnerCallGrace, StartTimeout: cfg.Device.RunnerStartTimeout,
 			MaxRestarts: cfg.Device.RunnerMaxRestarts, Logger: log,
 		})
 	}
+}
+
+// torchOptions are the torch runner's options of cfg (device.torch.*).
+func torchOptions(cfg config.Config) torchrunner.Options {
+	t := cfg.Device.Torch
+	return torchrunner.Options{Python: t.Python, Device: t.Device, Dtype: t.Dtype, Compile: t.Compile, CUDAGraphs: t.CUDAGraphs}
+}
+
+// checkBackend refuses, before serve listens, a backend kind this binary
+// cannot start: one neither registered (device.Names) nor torch, unless
+// device.runner_command names a runner of its own (which may serve any
+// kind). For torch it probes device.torch.python (torchrunner.Probe, up
+// to a minute: torch's import and CUDA's start) and checks that it can
+// serve device.torch.* (torchrunner.Check); a problem is a config error
+// naming the key and where its value came from. What the probe found is
+// logged once.
+func checkBackend(ctx context.Context, l *config.Loaded, log *slog.Logger) error {
+	cfg := l.Config
+	if cfg.Backend != config.BackendTorch {
+		if len(cfg.Device.RunnerCommand) > 0 || slices.Contains(device.Names(), cfg.Backend) {
+			return nil
+		}
+		known := append(device.Names(), config.BackendTorch)
+		return &config.KeyError{Key: "backend", Source: l.Provenance["backend"].String(),
+			Err: fmt.Errorf("%q is not a backend kind (known: %s)", cfg.Backend, strings.Join(known, ", "))}
+	}
+	o := torchOptions(cfg)
+	f, err := torchrunner.Probe(ctx, o.Python)
+	if err == nil {
+		err = o.Check(f)
+	}
+	var ke *torchrunner.KeyError
+	if errors.As(err, &ke) {
+		return &config.KeyError{Key: ke.Key, Source: l.Provenance[ke.Key].String(), Err: ke.Err}
+	}
+	if err != nil {
+		return err
+	}
+	log.Info("torch runner: probed "+o.Python, "python", f.Executable, "python_version", f.PythonVersion, "torch", f.Torch,
+		"cuda", f.CUDAVersion, "cuda_devices", f.DeviceNames(), "device", o.Device, "dtype", o.Dtype,
+		"compile", o.Compile, "cuda_graphs", o.CUDAGraphs)
+	return nil
 }
