@@ -82,7 +82,7 @@ exec "` + bin + `" runner --fd "$fd" --backend cpu --weights-dir "$w" --threads 
 }
 
 const (
-	fakeProbeGPU = `{"python":"3.12.3","torch":"2.11.0+cu130","torch_error":null,"numpy":"2.1.0","cuda_available":true,"cuda_version":"13.0","device_count":1,"devices":[{"index":0,"name":"Fake GPU 80GB","total_mib":81559,"capability":[9,0],"bf16":true}],"mkldnn":true,"cpu_bf16":false,"sdpa":true,"compile":true}`
+	fakeProbeGPU     = `{"python":"3.12.3","torch":"2.11.0+cu130","torch_error":null,"numpy":"2.1.0","cuda_available":true,"cuda_version":"13.0","device_count":1,"devices":[{"index":0,"name":"Fake GPU 80GB","total_mib":81559,"capability":[9,0],"bf16":true}],"mkldnn":true,"cpu_bf16":false,"sdpa":true,"compile":true}`
 	fakeProbeNoTorch = `{"python":"3.11.2","torch":null,"torch_error":"ModuleNotFoundError: No module named 'torch'","numpy":null,"cuda_available":false,"cuda_version":null,"device_count":0,"devices":[],"mkldnn":false,"cpu_bf16":false,"sdpa":false,"compile":false}`
 )
 
