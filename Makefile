@@ -10,7 +10,7 @@ RACE_PKGS := ./gateway/... ./plugins/... ./core/tensor/... ./core/processor/... 
 # Fidelity tests (goldens, corpora, kernels): run again at every ISA level.
 ISA_PKGS  := ./core/... ./device/cpu/... ./embodiments/...
 
-.PHONY: all build plugins run test test-short test-arm64 vet lint bench bench-host bench-model fuzz docker image manifests check-deploy clean
+.PHONY: all build plugins run test torch-deps test-short test-arm64 vet lint bench bench-host bench-model fuzz docker image manifests check-deploy clean
 
 all: build
 
@@ -63,7 +63,23 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 lint:
 	$(GO) run $(STATICCHECK) $$($(GO) list ./... | grep -v /build/)
 
-test: plugins vet lint
+# Debian's torch for the PyTorch runner's tests (device/torchrunner,
+# serve --backend torch in cmd/gr00tgw): when /usr/bin/python3 cannot
+# import torch and numpy, installed with apt-get if this is root, else
+# those tests skip (saying so). Never fails the build.
+TORCH_DEBS := python3-torch python3-numpy libopenblas0-pthread
+torch-deps:
+	@if /usr/bin/python3 -c 'import torch, numpy' >/dev/null 2>&1; then \
+		:; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "torch-deps: /usr/bin/python3 has no torch: apt-get install $(TORCH_DEBS) (for the torch-runner tests)"; \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(TORCH_DEBS) >/dev/null; } \
+			|| echo "torch-deps: apt-get failed: the torch-runner tests will skip"; \
+	else \
+		echo "torch-deps: /usr/bin/python3 has no torch and apt-get cannot run here (apt-get install $(TORCH_DEBS) as root): the torch-runner tests will skip"; \
+	fi
+
+test: plugins vet lint torch-deps
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v -e /gateway -e /plugins -e /core/tensor -e /core/processor -e /device/cpu -e /device/runner)
 	$(GO) test -count=1 -race $(RACE_PKGS)
 	@echo "== the fidelity tests with AVX-512 disabled (AVX2 paths; a no-op on a CPU without AVX-512)"
