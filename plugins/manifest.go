@@ -1,6 +1,7 @@
 package plugins
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -130,4 +131,35 @@ func WritePluginDir(dir string, m *Manifest, wasm []byte) error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, ManifestFile), y, 0o644)
+}
+
+// Complete makes a manifest template agree with the module it describes:
+// the module's describe() document (Inspect) is the one source of the
+// plugin's version, so a template without `version` gets the module's; a
+// template whose name, version or embodiment differs from the module's is
+// refused here, when the plugin is packed, naming both values — not later,
+// when a server loads it. m is modified in place.
+func Complete(ctx context.Context, m *Manifest, wasm []byte, opts ...Option) error {
+	d, err := Inspect(ctx, m.Name, wasm, opts...)
+	if err != nil {
+		return err
+	}
+	return m.complete(d)
+}
+
+func (m *Manifest) complete(d *Description) error {
+	const fix = "the module's Describe (its Go source) is the source of truth: change it there, or drop the key from plugin.yaml"
+	switch {
+	case m.Name != d.Name:
+		return fmt.Errorf("wasm: plugin.yaml name %q differs from the module's describe name %q: %s", m.Name, d.Name, fix)
+	case m.Version != "" && m.Version != d.Version:
+		return fmt.Errorf("wasm: plugin[%s] plugin.yaml version %q differs from the module's describe version %q: %s", m.Name, m.Version, d.Version, fix)
+	case len(m.Embodiments) == 1 && m.Embodiments[0] != d.Embodiment:
+		return fmt.Errorf("wasm: plugin[%s] plugin.yaml embodiments %v differ from the module's describe embodiment %q: %s", m.Name, m.Embodiments, d.Embodiment, fix)
+	}
+	m.Version = d.Version
+	if len(m.Embodiments) == 0 {
+		m.Embodiments = []string{d.Embodiment}
+	}
+	return nil
 }

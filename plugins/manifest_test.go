@@ -66,3 +66,38 @@ func FuzzParseManifest(f *testing.F) {
 		}
 	})
 }
+
+// TestManifestComplete: the module's describe() is the one source of the
+// version; a template that disagrees with it fails when packed.
+func TestManifestComplete(t *testing.T) {
+	d := &Description{Name: "droid", Version: "1.2.3", Embodiment: "oxe_droid"}
+	for _, tc := range []struct {
+		name    string
+		m       Manifest
+		want    Manifest
+		errWant string
+	}{
+		{name: "version filled", m: Manifest{Name: "droid", Embodiments: []string{"oxe_droid"}},
+			want: Manifest{Name: "droid", Version: "1.2.3", Embodiments: []string{"oxe_droid"}}},
+		{name: "same version", m: Manifest{Name: "droid", Version: "1.2.3", Embodiments: []string{"oxe_droid"}},
+			want: Manifest{Name: "droid", Version: "1.2.3", Embodiments: []string{"oxe_droid"}}},
+		{name: "embodiment filled", m: Manifest{Name: "droid"},
+			want: Manifest{Name: "droid", Version: "1.2.3", Embodiments: []string{"oxe_droid"}}},
+		{name: "yaml bumped alone", m: Manifest{Name: "droid", Version: "1.2.4", Embodiments: []string{"oxe_droid"}},
+			errWant: `plugin[droid] plugin.yaml version "1.2.4" differs from the module's describe version "1.2.3"`},
+		{name: "name", m: Manifest{Name: "droid2"}, errWant: `plugin.yaml name "droid2" differs from the module's describe name "droid"`},
+		{name: "embodiment", m: Manifest{Name: "droid", Embodiments: []string{"libero_sim"}},
+			errWant: `plugin.yaml embodiments [libero_sim] differ from the module's describe embodiment "oxe_droid"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := tc.m
+			err := m.complete(d)
+			if tc.errWant != "" {
+				require.ErrorContains(t, err, tc.errWant)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, m)
+		})
+	}
+}

@@ -113,7 +113,7 @@ func TestFlagsOneNamePerConcept(t *testing.T) {
 // arguments; the old names (--weights, --checkpoint, --cache-dir,
 // --plugins) and the old single-dash spelling still work for one release.
 func TestFlagsInterspersedAndAliases(t *testing.T) {
-	dir := t.TempDir()
+	dir := checkoutTempDir(t)
 	var out bytes.Buffer
 	require.NoError(t, pluginNew(&out, []string{"--dir", dir, "mylibero", "--tag", "libero_sim", "--version", "0.3.0"}))
 	assert.FileExists(t, filepath.Join(dir, "mylibero", "plugin.yaml"))
@@ -256,4 +256,45 @@ func TestRunPromptAlias(t *testing.T) {
 	}
 	assert.Equal(t, want, runWith("prompt"))
 	assert.Equal(t, want, runWith("language"))
+}
+
+// checkoutTempDir is a fresh directory inside the checkout (under the
+// git-ignored build/), where `plugin new` may write a package.
+func checkoutTempDir(t *testing.T) string {
+	t.Helper()
+	parent := filepath.Join(moduleRoot(t), "build")
+	require.NoError(t, os.MkdirAll(parent, 0o755))
+	dir, err := os.MkdirTemp(parent, "pluginnew-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
+}
+
+// TestPluginNewWhere: a package outside a gr00tgw checkout is refused with
+// the reason (it could not build against the PDK nor be packed); inside,
+// the next-step hint and the scaffold's comment give the command that packs
+// it from where it is: make plugins for embodiments/*, gwplugin-pack with
+// its path elsewhere.
+func TestPluginNewWhere(t *testing.T) {
+	var out bytes.Buffer
+	outside := t.TempDir()
+	err := pluginNew(&out, []string{"--dir", outside, "myrobot", "--tag", "libero_sim"})
+	require.ErrorIs(t, err, errUsage)
+	assert.ErrorContains(t, err, "is outside a gr00tgw checkout")
+	assert.NoDirExists(t, filepath.Join(outside, "myrobot"))
+
+	dir := checkoutTempDir(t)
+	rel, err := filepath.Rel(moduleRoot(t), dir)
+	require.NoError(t, err)
+	out.Reset()
+	require.NoError(t, pluginNew(&out, []string{"--dir", dir, "myrobot", "--tag", "libero_sim", "--version", "0.2.0"}))
+	pack := "go run ./plugins/cmd/gwplugin-pack -o build/plugins ./" + filepath.Join(rel, "myrobot")
+	assert.Contains(t, out.String(), pack+" && bin/gr00tgw plugin verify build/plugins/myrobot/myrobot.wasm --cases "+filepath.Join(rel, "myrobot", "testdata", "cases"))
+	src, err := os.ReadFile(filepath.Join(dir, "myrobot", "main.go"))
+	require.NoError(t, err)
+	assert.Contains(t, string(src), "//\t"+pack+"\n")
+	assert.Contains(t, string(src), `Version: "0.2.0"`)
+	yml, err := os.ReadFile(filepath.Join(dir, "myrobot", "plugin.yaml"))
+	require.NoError(t, err)
+	assert.NotContains(t, string(yml), "version:", "the version lives in the Go source only")
 }

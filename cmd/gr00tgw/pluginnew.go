@@ -28,6 +28,9 @@ import (
 // contract for one embodiment tag.
 type scaffold struct {
 	Name, Version, Tag string
+	// Rel is the package directory relative to the checkout root, and
+	// Pack the command that builds and packs it from there.
+	Rel, Pack string
 	Checkpoint         string
 	Desc               abi.Description
 	pc                 processor.Config
@@ -81,14 +84,58 @@ func pluginNew(w io.Writer, args []string) error {
 	if _, err := os.Stat(out); err == nil {
 		return fmt.Errorf("%s exists", out)
 	}
+	root, rel, err := inCheckout(out)
+	if err != nil {
+		return err
+	}
+	s.Rel, s.Pack = rel, "make plugins"
+	if filepath.Dir(rel) != "embodiments" { // make plugins packs embodiments/* only
+		s.Pack = "go run ./plugins/cmd/gwplugin-pack -o build/plugins ./" + rel
+	}
 	if err := s.write(out); err != nil {
 		_ = os.RemoveAll(out)
 		return err
 	}
 	fmt.Fprintf(w, "wrote %s: plugin %s %s for embodiment %s (slot %d, %d cameras, %d state groups, %d action groups, horizon %d)\n",
 		out, s.Name, s.Version, s.Tag, s.Desc.ProjectorSlot, len(s.Desc.Cameras), len(s.Desc.State), len(s.Desc.Actions), s.Desc.ActionHorizon)
-	fmt.Fprintf(w, "next: make plugins && bin/gr00tgw plugin verify build/plugins/%s/%s.wasm --cases %s\n", s.Name, s.Name, filepath.Join(out, "testdata", "cases"))
+	cd := ""
+	if wd, err := os.Getwd(); err != nil || !sameDir(wd, root) {
+		cd = "cd " + root + " && "
+	}
+	fmt.Fprintf(w, "next: %s%s && bin/gr00tgw plugin verify build/plugins/%s/%s.wasm --cases %s\n", cd, s.Pack, s.Name, s.Name, filepath.Join(rel, "testdata", "cases"))
 	return nil
+}
+
+// gr00tgwModule is the module line of the checkout's go.mod.
+const gr00tgwModule = "module github.com/gr00tgw/gr00tgw"
+
+// inCheckout returns the gr00tgw checkout that holds dir (the directory
+// with the module's go.mod above it) and dir relative to it. A plugin
+// package builds against the checkout's PDK and is packed by its tools, so
+// a directory outside any checkout is refused with the reason.
+func inCheckout(dir string) (root, rel string, err error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", "", err
+	}
+	for d := filepath.Dir(abs); ; d = filepath.Dir(d) {
+		if b, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil {
+			if first, _, _ := strings.Cut(string(b), "\n"); strings.TrimSpace(first) == gr00tgwModule {
+				rel, err := filepath.Rel(d, abs)
+				return d, rel, err
+			}
+		}
+		if filepath.Dir(d) == d {
+			return "", "", fmt.Errorf("%w: --dir %s is outside a gr00tgw checkout (no go.mod of %s above it): a plugin package builds against the checkout's PDK and is packed by its tools; write it inside the checkout (the default, embodiments/, is packed by make plugins)",
+				errUsage, filepath.Dir(abs), strings.TrimPrefix(gr00tgwModule, "module "))
+		}
+	}
+}
+
+func sameDir(a, b string) bool {
+	ia, err1 := os.Stat(a)
+	ib, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && os.SameFile(ia, ib)
 }
 
 func parseFrame(s string) (w, h int, err error) {
@@ -209,8 +256,8 @@ func (s *scaffold) write(dir string) error {
 	}
 	files["main.go"] = src
 	files["main_test.go"] = []byte(mainTestGo)
-	files[ManifestTemplateName] = []byte(fmt.Sprintf("# Manifest template for the %s plugin (gwplugin-pack fills sha256).\nname: %s\nversion: %s\nabi: %d\nsha256: \"\"\nembodiments: [%s]\nlimits:\n  max_pages: 512\n  timeout_ms: 100\n  pool_size: 4\n",
-		s.Name, s.Name, s.Version, abi.Version, s.Tag))
+	files[ManifestTemplateName] = []byte(fmt.Sprintf("# Manifest template for the %s plugin: gwplugin-pack fills sha256 and the\n# version from the module's Describe (Version in main.go: the one place to bump it).\nname: %s\nabi: %d\nsha256: \"\"\nembodiments: [%s]\nlimits:\n  max_pages: 512\n  timeout_ms: 100\n  pool_size: 4\n",
+		s.Name, s.Name, abi.Version, s.Tag))
 	cases, err := s.cases()
 	if err != nil {
 		return err
@@ -250,10 +297,10 @@ var mainTmpl = template.Must(template.New("main").Funcs(template.FuncMap{"q": st
 // disagrees with it. For decoding a Table cannot express, implement
 // pdk.Plugin yourself (embodiments/droid is a complete example).
 //
-// Build and check:
+// Build and check, from the checkout's root:
 //
-//	make plugins
-//	bin/gr00tgw plugin verify build/plugins/{{.Name}}/{{.Name}}.wasm --cases embodiments/{{.Name}}/testdata/cases
+//	{{.Pack}}
+//	bin/gr00tgw plugin verify build/plugins/{{.Name}}/{{.Name}}.wasm --cases {{.Rel}}/testdata/cases
 package main
 
 import (

@@ -139,6 +139,7 @@ func TestCases(t *testing.T) {
 	require.NoError(t, err)
 	m, err := plugins.ParseManifestTemplate(tmpl)
 	require.NoError(t, err)
+	require.NoError(t, plugins.Complete(context.Background(), m, b))
 	require.NoError(t, plugins.WritePluginDir(dir, m, b))
 	rep, err := plugintest.Verify(context.Background(), filepath.Join(dir, "droid.wasm"), plugintest.VerifyOptions{
 		CasesDir: casesDir, CheckpointDir: goldenDir,

@@ -80,6 +80,11 @@ func Pack(ctx context.Context, g Guest, dir string) (string, error) {
 		if m, err = plugins.ParseManifestTemplate(b); err != nil {
 			return "", err
 		}
+		if m.Version == "" { // the version lives in the module (gwplugin-pack fills it too)
+			if err := plugins.Complete(context.Background(), m, wasm); err != nil {
+				return "", err
+			}
+		}
 	}
 	out := filepath.Join(dir, m.Name)
 	if scale := TimeoutScale(); scale > 1 {

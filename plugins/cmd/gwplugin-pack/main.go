@@ -5,7 +5,9 @@
 //
 // For each package directory it runs
 // `GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath`, reads the
-// manifest template <dir>/plugin.yaml, fills in sha256 and writes
+// manifest template <dir>/plugin.yaml, fills in the version from the
+// module's describe() (the one source of truth: a template whose version,
+// name or embodiment differs from the module's fails here) and sha256, and writes
 // <out>/<name>/{<name>.wasm, plugin.yaml}, a plugins_dir that
 // `gr00tgw serve --plugins-dir <out>` serves; a package's testdata/demo/
 // (its demo observation, request.json) is copied to <out>/<name>/demo/.
@@ -91,6 +93,9 @@ func pack(ctx context.Context, dir, out string) error {
 	wasm, err := os.ReadFile(wasmPath)
 	if err != nil {
 		return err
+	}
+	if err := plugins.Complete(ctx, m, wasm); err != nil {
+		return fmt.Errorf("%s: %w", dir, err)
 	}
 	dst := filepath.Join(out, m.Name)
 	if err := plugins.WritePluginDir(dst, m, wasm); err != nil {
