@@ -30,11 +30,11 @@ type scaffold struct {
 	Name, Version, Tag string
 	// Rel is the package directory relative to the checkout root, and
 	// Pack the command that builds and packs it from there.
-	Rel, Pack string
-	Checkpoint         string
-	Desc               abi.Description
-	pc                 processor.Config
-	stats              map[string]map[string]statBounds // modality → key → bounds
+	Rel, Pack  string
+	Checkpoint string
+	Desc       abi.Description
+	pc         processor.Config
+	stats      map[string]map[string]statBounds // modality → key → bounds
 }
 
 // statBounds is what the scaffold reads of one statistics entry.
