@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -62,6 +63,14 @@ func (t *oipTransport) send(ctx context.Context, o *rawobs.Observation, tag stri
 	if err != nil {
 		return nil, nil, err
 	}
+	timing := map[string]float64{}
+	for _, k := range []string{"device", "total"} { // the gateway's parameters device_ms, total_ms
+		if n, ok := r.Parameters[k+"_ms"].(json.Number); ok { // oipclient decodes numbers as json.Number
+			if v, err := n.Float64(); err == nil {
+				timing[k] = v
+			}
+		}
+	}
 	acts := make(map[string][][]float64, len(r.Actions))
 	for k, v := range r.Actions {
 		h, d := r.Shapes[k][0], r.Shapes[k][1]
@@ -74,7 +83,7 @@ func (t *oipTransport) send(ctx context.Context, o *rawobs.Observation, tag stri
 		}
 		acts[k] = rows
 	}
-	return acts, map[string]float64{}, nil
+	return acts, timing, nil
 }
 
 func (t *oipTransport) close() error {

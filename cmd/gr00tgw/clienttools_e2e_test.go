@@ -112,6 +112,18 @@ func TestClientToolsRobotProtocolsE2E(t *testing.T) {
 			require.Equal(t, 0, code, "%s %s: %s%s", tc.protocol, emb, line, errb.String())
 			assert.True(t, strings.HasPrefix(line, "PASS"), line)
 			assert.Contains(t, line, "max|d|=0 ", "bit-identical to HTTP /predict")
+			// Only the timings the protocol reports, never a 0.00 it did not measure.
+			assert.NotContains(t, line, "=0.00/0.00")
+			switch tc.protocol {
+			case "oip":
+				assert.Regexp(t, `device_ms=[0-9.]+/[0-9.]+ total_ms=`, line)
+			case "openpi":
+				assert.Regexp(t, `infer_ms=[0-9.]+/[0-9.]+ wall_ms=`, line)
+				assert.NotContains(t, line, "device_ms=")
+			case "zmq":
+				assert.NotContains(t, line, "device_ms=")
+				assert.NotContains(t, line, "total_ms=")
+			}
 		}
 		var out, errb bytes.Buffer
 		var code int

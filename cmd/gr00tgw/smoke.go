@@ -23,6 +23,10 @@ line:
   PASS MODEL VERSION EMBODIMENT: PCC(actions)=… max|d|=… repeat_maxdiff=…
   seed_path_ok device_ms=A/B total_ms=A/B wall_ms=A/B per_group[G=PCC/max|d| …]
 
+device_ms and total_ms are the server's (HTTP timing_ms, OIP parameters),
+infer_ms openpi's server_timing; a protocol that reports none (ZeroMQ)
+prints wall_ms only.
+
 PASS needs actions PCC vs the golden >= the server's gate (or --pcc-min),
 finite actions, bit-identical repeats and a working, deterministic seed
 path. A demo without a golden (the server says so in expected.note) is
@@ -257,8 +261,14 @@ func smokeLine(r *smokeReport) string {
 			fmt.Fprintf(&b, " %s=%s", name, strings.Join(vs, "/"))
 		}
 	}
-	pair("device_ms", func(i int) float64 { return r.TimingMS[i]["device"] })
-	pair("total_ms", func(i int) float64 { return r.TimingMS[i]["total"] })
+	// The server's timings as the protocol reports them (HTTP timing_ms,
+	// OIP parameters, openpi server_timing; ZeroMQ reports none): a figure
+	// is printed only when both requests carried it.
+	for _, k := range []string{"device", "total", "infer"} {
+		if reported(r.TimingMS, k) {
+			pair(k+"_ms", func(i int) float64 { return r.TimingMS[i][k] })
+		}
+	}
 	pair("wall_ms", func(i int) float64 { return r.WallMS[i] })
 	if r.Actions != nil {
 		parts := make([]string, 0, len(r.Actions.Order))
@@ -272,4 +282,14 @@ func smokeLine(r *smokeReport) string {
 		fmt.Fprintf(&b, " failures[%s]", strings.Join(r.Failures, "; "))
 	}
 	return b.String()
+}
+
+// reported says whether every timing map has key k.
+func reported(ts []map[string]float64, k string) bool {
+	for _, t := range ts {
+		if _, ok := t[k]; !ok {
+			return false
+		}
+	}
+	return len(ts) > 0
 }

@@ -125,7 +125,8 @@ type Tensor struct {
 // reads back as the same float32) or as binary data (little-endian)
 // after the JSON object. It returns the body and the JSON object's length
 // (len(body) when no output is binary). Parameters carry the embodiment,
-// the noise source, the seed and the gateway's request id.
+// the noise source, the seed, the gateway's request id and its timings
+// (device_ms, total_ms: timing_ms.device and .total of /predict).
 func Encode(inf *Infer, model string, resp *gateway.PredictResponse) ([]byte, int, error) {
 	outs := inf.Outputs
 	if outs == nil {
@@ -134,7 +135,8 @@ func Encode(inf *Infer, model string, resp *gateway.PredictResponse) ([]byte, in
 		}
 	}
 	r := Response{ModelName: model, ModelVersion: resp.Version, Outputs: make([]Tensor, 0, len(outs)),
-		Parameters: map[string]any{"embodiment": resp.Embodiment, "noise_source": resp.NoiseSource, "request_id": resp.RequestID}}
+		Parameters: map[string]any{"embodiment": resp.Embodiment, "noise_source": resp.NoiseSource, "request_id": resp.RequestID,
+			"device_ms": resp.TimingMS.Device, "total_ms": resp.TimingMS.Total}}
 	if inf.HasID {
 		id := inf.ID
 		r.ID = &id

@@ -226,11 +226,12 @@ func TestEncode(t *testing.T) {
 	seed := uint64(3)
 	resp := &gateway.PredictResponse{Actions: map[string][][]float64{
 		"a": {{1, float64(float32(0.1))}, {3, 4}}, "b": {{float64(float32(1e-7))}, {-0.5}}}, ActionKeys: []string{"a", "b"},
-		Embodiment: "e", Version: "v1", NoiseSource: "seed", Seed: &seed, RequestID: "rid"}
+		Embodiment: "e", Version: "v1", NoiseSource: "seed", Seed: &seed, RequestID: "rid",
+		TimingMS: gateway.Timing{Device: 12.5, Total: 14.25}}
 	b, n, err := Encode(&Infer{ID: "x", HasID: true}, "m", resp)
 	require.NoError(t, err)
 	assert.Equal(t, len(b), n)
-	assert.JSONEq(t, `{"model_name":"m","model_version":"v1","id":"x","parameters":{"embodiment":"e","noise_source":"seed","request_id":"rid","seed":3},
+	assert.JSONEq(t, `{"model_name":"m","model_version":"v1","id":"x","parameters":{"embodiment":"e","noise_source":"seed","request_id":"rid","seed":3,"device_ms":12.5,"total_ms":14.25},
 		"outputs":[{"name":"actions.a","datatype":"FP32","shape":[2,2],"data":[1,0.1,3,4]},{"name":"actions.b","datatype":"FP32","shape":[2,1],"data":[1e-7,-0.5]}]}`, string(b))
 
 	// Binary on request: only actions.b, after the JSON object.
