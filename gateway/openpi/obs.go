@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -317,7 +316,7 @@ func metadata(s *Server) []byte {
 			actionKeys = append(actionKeys, g.Key)
 			actionDims.Set(g.Key, g.Dim)
 		}
-		frameShape := "(" + strconv.Itoa(len(info.VideoDeltaIndices)) + ", H, W, 3)"
+		frameShape := strings.TrimPrefix(videoShape(len(info.VideoDeltaIndices)), "uint8 ") // what a frame may be, as errors say it
 		e := wire.NewMap(14).Set("embodiment_id", info.ID).Set("plugin", info.Plugin).Set("plugin_version", info.PluginVersion).
 			Set("image_keys", imageKeys).Set("frames_per_camera", len(info.VideoDeltaIndices)).Set("video_delta_indices", info.VideoDeltaIndices).
 			Set("image_shape", frameShape).Set("state_keys", stateKeys).Set("state_dims", stateDims).

@@ -133,6 +133,8 @@ func TestInfer(t *testing.T) {
 	assert.Equal(t, []any{"observation/exterior_image_1_left", "observation/wrist_image_left"}, keys)
 	dim, _ := droid.(*wire.Map).Get("action_dim")
 	assert.Equal(t, int64(17), dim)
+	shape, _ := droid.(*wire.Map).Get("image_shape")
+	assert.Equal(t, "(2, H, W, 3)", shape)
 
 	for i := range 2 {
 		m, err := c.Infer(context.Background(), droidObs())
@@ -441,4 +443,11 @@ func TestWhileStarting(t *testing.T) {
 		dial(t, addr, openpiclient.Options{}).Close()
 		require.Eventually(t, noConns, 5*time.Second, 10*time.Millisecond, "the slot of an idle client gone is freed")
 	}
+}
+
+// TestVideoShape: the metadata's image_shape and the errors say the same,
+// and a one-frame embodiment takes (H, W, 3) or (1, H, W, 3) (README).
+func TestVideoShape(t *testing.T) {
+	assert.Equal(t, "uint8 (H, W, 3) or (1, H, W, 3)", videoShape(1))
+	assert.Equal(t, "uint8 (2, H, W, 3)", videoShape(2))
 }
