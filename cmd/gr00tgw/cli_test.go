@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -297,4 +298,25 @@ func TestPluginNewWhere(t *testing.T) {
 	yml, err := os.ReadFile(filepath.Join(dir, "myrobot", "plugin.yaml"))
 	require.NoError(t, err)
 	assert.NotContains(t, string(yml), "version:", "the version lives in the Go source only")
+}
+
+// TestEncodePromptTokens: encode's prompt_tokens is /predict's (the
+// instruction's tokens: 8 for DROID's demo, as in the seed's response
+// example), and seq_len = prompt + template + image tokens.
+func TestEncodePromptTokens(t *testing.T) {
+	req := filepath.Join(moduleRoot(t), "embodiments", "droid", "testdata", "demo", "request.json")
+	out := captureStdout(t, func() {
+		require.NoError(t, runEncode(context.Background(), []string{"--request", req, "--out", t.TempDir()}))
+	})
+	f := map[string]int{}
+	for _, kv := range strings.Fields(string(out)) {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			if n, err := strconv.Atoi(v); err == nil {
+				f[k] = n
+			}
+		}
+	}
+	assert.Equal(t, 8, f["prompt_tokens"], "%s", out)
+	assert.Equal(t, f["seq_len"], f["prompt_tokens"]+f["template_tokens"]+f["image_tokens"], "%s", out)
+	assert.NotContains(t, string(out), "text_tokens")
 }

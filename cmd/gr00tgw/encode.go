@@ -129,8 +129,11 @@ func runEncode(_ context.Context, args []string) error {
 		return err
 	}
 	tm := in.Timings
-	fmt.Printf("encode: seq_len=%d prompt_tokens=%d text_tokens=%d image_tokens=%d images=%d rows=%d load=%s decode=%s chain=%s tokenize=%s rope=%s total=%s out=%s\n",
-		in.SeqLen, in.SeqLen-in.ImageTokens, in.TextTokens, in.ImageTokens, len(in.ImageGridTHW), in.Rows,
+	// prompt_tokens is the instruction's token count, as /predict's
+	// prompt_tokens; template_tokens the chat template's other non-image
+	// tokens (seq_len = prompt + template + image tokens).
+	fmt.Printf("encode: seq_len=%d prompt_tokens=%d template_tokens=%d image_tokens=%d images=%d rows=%d load=%s decode=%s chain=%s tokenize=%s rope=%s total=%s out=%s\n",
+		in.SeqLen, in.TextTokens, in.SeqLen-in.ImageTokens-in.TextTokens, in.ImageTokens, len(in.ImageGridTHW), in.Rows,
 		encodeMS(load), encodeMS(tm.Decode), encodeMS(tm.Images), encodeMS(tm.Tokenize), encodeMS(tm.Rope), encodeMS(tm.Total), *outDir)
 	return nil
 }
