@@ -70,6 +70,7 @@ func runServe(ctx context.Context, args []string) error {
 	if err := checkBackend(ctx, loaded, log); err != nil {
 		return err
 	}
+	cfg = loaded.Config // checkBackend may have resolved device.torch.python
 	sec, err := loadSecurity(cfg, log)
 	if err != nil {
 		return err
@@ -251,6 +252,10 @@ func torchOptions(cfg config.Config) torchrunner.Options {
 	return torchrunner.Options{Python: t.Python, Device: t.Device, Dtype: t.Dtype, Compile: t.Compile, CUDAGraphs: t.CUDAGraphs}
 }
 
+// debianPython is Debian's interpreter, tried when device.torch.python is
+// left at its default and the python3 on PATH has no torch.
+const debianPython = "/usr/bin/python3"
+
 // checkBackend refuses, before serve listens, a backend kind this binary
 // cannot start: one neither registered (device.Names) nor torch, unless
 // device.runner_command names a runner of its own (which may serve any
@@ -258,7 +263,9 @@ func torchOptions(cfg config.Config) torchrunner.Options {
 // to a minute: torch's import and CUDA's start) and checks that it can
 // serve device.torch.* (torchrunner.Check); a problem is a config error
 // naming the key and where its value came from. What the probe found is
-// logged once.
+// logged once. With device.torch.python at its default and no torch in the
+// python3 on PATH, it tries Debian's /usr/bin/python3 and, when that has
+// torch, sets l.Config's device.torch.python to it.
 func checkBackend(ctx context.Context, l *config.Loaded, log *slog.Logger) error {
 	cfg := l.Config
 	if cfg.Backend != config.BackendTorch {
@@ -271,6 +278,16 @@ func checkBackend(ctx context.Context, l *config.Loaded, log *slog.Logger) error
 	}
 	o := torchOptions(cfg)
 	f, err := torchrunner.Probe(ctx, o.Python)
+	if err == nil && f.Torch == "" && l.Provenance[torchrunner.KeyPython].Layer == config.LayerDefault {
+		// The default python3 on PATH (a pyenv or venv one, say) has no
+		// torch: Debian's interpreter, where python3-torch installs it, is
+		// the one a fresh Debian host serves with.
+		if d, derr := torchrunner.Probe(ctx, debianPython); derr == nil && d.Torch != "" && d.Executable != f.Executable {
+			log.Info("torch runner: "+o.Python+" on PATH has no torch; using "+debianPython, "path_python", f.Executable, "torch_error", f.TorchError)
+			f, o.Python = d, debianPython
+			l.Config.Device.Torch.Python = debianPython
+		}
+	}
 	if err == nil {
 		err = o.Check(f)
 	}

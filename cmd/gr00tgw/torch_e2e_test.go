@@ -14,12 +14,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -192,27 +195,63 @@ func TestE2ETorchWiring(t *testing.T) {
 	assert.Contains(t, logs, "cuda:0 Fake GPU 80GB")
 }
 
-// TestE2ETorchRunner serves the demo with the real PyTorch runner on
-// Debian's torch (CPU, auto = fp32): ready after the golden warm-up, the
-// demo within the golden, /info showing the runner's facts.
+// TestE2ETorchRunner is the PyTorch runner's acceptance on Debian's torch
+// (CPU, auto = fp32), with device.torch.python left at its default while
+// the python3 on PATH has no torch (Debian's is found): the demo of each
+// embodiment within 1e-4 of its golden, `gr00tgw smoke` PASS, /info
+// showing the runner's facts; kill -9 of the runner during a request is a
+// 503, a new runner passes the golden warm-up and the next request matches
+// the golden again.
 func TestE2ETorchRunner(t *testing.T) {
 	requireDebianTorch(t, "__main__")
 	bin, plugins := buildGateway(t)
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
-	g := startGateway(t, bin, plugins, "--backend", "torch", "--torch-python", debianTorch, "--torch-device", "cpu")
+	// A python3 first on PATH without torch: -S drops dist-packages.
+	shadow := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(shadow, "python3"), []byte("#!/bin/sh\nexec "+debianTorch+" -S \"$@\"\n"), 0o755))
+	t.Setenv("PATH", shadow+string(os.PathListSeparator)+os.Getenv("PATH"))
+	g := startGateway(t, bin, plugins, "--backend", "torch", "--torch-device", "cpu")
+	assert.Contains(t, fileTail(g.stderr, 1<<20), "has no torch; using "+debianTorch)
+	client := &http.Client{Timeout: 60 * time.Second}
 	demo := getDemo(t, g)
-	st, _, body, err := demoPredict(t, &http.Client{Timeout: 60 * time.Second}, g, demo)
+	golden := func(body []byte, want map[string][][]float64) {
+		t.Helper()
+		var r struct {
+			Actions map[string][][]float64 `json:"actions"`
+		}
+		require.NoError(t, json.Unmarshal(body, &r))
+		md, err := maxActionDiff(r.Actions, want)
+		require.NoError(t, err)
+		assert.LessOrEqual(t, md, 1e-4, "max |actions - golden|")
+		t.Logf("max |actions - golden| = %.3g", md)
+	}
+	st, _, body, err := demoPredict(t, client, g, demo)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, st, "%s", body)
-	checkGolden(t, body, demo)
+	golden(body, demo.Expected.Actions)
 
-	resp, err := http.Get(g.base + "/info")
+	waitServed(t, g, "libero_sim")
+	lreq, lgold := demoFor(t, g, "libero_sim")
+	require.NotNil(t, lgold, "LIBERO's demo has a golden")
+	resp, err := client.Post(g.base+"/predict", "application/json", bytes.NewReader(lreq))
+	require.NoError(t, err)
+	lbody, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", lbody)
+	golden(lbody, lgold)
+
+	var sout, serr bytes.Buffer
+	line := captureStdout(t, func() {
+		assert.Equal(t, 0, dispatch(context.Background(), []string{"smoke", "--url", g.base}, &sout, &serr), serr.String())
+	})
+	assert.True(t, strings.HasPrefix(string(line), "PASS"), "%s", line)
+
+	resp, err = http.Get(g.base + "/info")
 	require.NoError(t, err)
 	var info struct {
 		Hardware    map[string]any `json:"hardware"`
 		Policy      map[string]any `json:"policy"`
 		DeviceFacts map[string]any `json:"device_facts"`
-		Runner      runnerInfoBlock
 	}
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&info))
 	_ = resp.Body.Close()
@@ -222,7 +261,78 @@ func TestE2ETorchRunner(t *testing.T) {
 	assert.Equal(t, "process", info.DeviceFacts["isolation"])
 	assert.NotEmpty(t, info.DeviceFacts["torch"], "the runner's HELLO extra: torch version")
 	assert.Equal(t, "cpu", info.DeviceFacts["device"])
+
+	// kill -9 mid-request: 503, a restart through the golden gate, the golden again.
+	st, h, body, d := signalDuringPredict(t, g, demo, syscall.SIGKILL)
+	require.Equal(t, http.StatusServiceUnavailable, st, "%s", body)
+	assert.Contains(t, string(body), `"code":"device_restarting"`)
+	assert.NotEmpty(t, h.Get("Retry-After"))
+	t.Logf("kill -9 of the torch runner during a request: %d after %v", st, d)
+	waitReady(t, g, 120*time.Second)
+	st, _, body, err = demoPredict(t, client, g, demo)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, st, "%s", body)
+	golden(body, demo.Expected.Actions)
+	ri := getRunnerInfo(t, g)
+	assert.GreaterOrEqual(t, ri.Restarts, 1)
+	assert.Contains(t, ri.LastCause, "killed")
 	require.NoError(t, g.stop(t))
+}
+
+// TestE2ETorchGateRefusesWrongWeights: a copy of the tiny checkpoint with
+// one weight corrupted (same headers, so the same checkpoint digest and
+// goldens) fails serve's start at the golden warm-up gate, naming the
+// fidelity check, in fp32 and in bf16 (whose gate is PCC ≥ 0.999 against
+// the fp32 golden); the intact checkpoint passes it in bf16.
+func TestE2ETorchGateRefusesWrongWeights(t *testing.T) {
+	requireDebianTorch(t, "__main__")
+	bin, plugins := buildGateway(t)
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	tiny := filepath.Join(moduleRoot(t), "testdata", "n17-tiny")
+	bad := t.TempDir()
+	require.NoError(t, os.CopyFS(bad, os.DirFS(tiny)))
+	corruptTensor(t, filepath.Join(bad, "model.safetensors"), "action_head.action_decoder.layer2.W")
+
+	for _, dtype := range []string{"fp32", "bf16"} {
+		t.Run(dtype, func(t *testing.T) {
+			addr := pickPort(t)
+			cmd := exec.Command(bin, "serve", "--addr", addr, "--plugins-dir", plugins, "--weights-dir", bad,
+				"--backend", "torch", "--torch-python", debianTorch, "--torch-device", "cpu", "--torch-dtype", dtype, "--golden-dir", "-")
+			cmd.Env = childEnv(moduleRoot(t))
+			out, err := cmd.CombinedOutput()
+			require.Error(t, err, "serve started on corrupted weights:\n%s", out)
+			last := lastLine(string(out))
+			assert.Contains(t, last, "fidelity vs golden", last)
+			t.Logf("%s: %s", dtype, last)
+		})
+	}
+	g := startGateway(t, bin, plugins, "--backend", "torch", "--torch-python", debianTorch, "--torch-device", "cpu", "--torch-dtype", "bf16")
+	logs := fileTail(g.stderr, 1<<20)
+	assert.Contains(t, logs, "Warm-up fidelity vs golden")
+	assert.Contains(t, logs, "runner ready on cpu (bf16)")
+	t.Logf("bf16: %s", lastLineWith(logs, "Warm-up fidelity vs golden"))
+	require.NoError(t, g.stop(t))
+}
+
+// corruptTensor overwrites the data of tensor name in a safetensors file
+// with large values (bf16 0x4700 = 32768), leaving the header as it is.
+func corruptTensor(t *testing.T, path, name string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	n := binary.LittleEndian.Uint64(b[:8])
+	var hdr map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(b[8:8+n], &hdr))
+	var e struct {
+		DType   string   `json:"dtype"`
+		Offsets [2]int64 `json:"data_offsets"`
+	}
+	require.NoError(t, json.Unmarshal(hdr[name], &e), name)
+	require.Equal(t, "BF16", e.DType)
+	for i := 8 + int64(n) + e.Offsets[0]; i < 8+int64(n)+e.Offsets[1]; i += 2 {
+		b[i], b[i+1] = 0x00, 0x47
+	}
+	require.NoError(t, os.WriteFile(path, b, 0o644))
 }
 
 // `gr00tgw version --backend torch` prints what the probe found and
@@ -271,4 +381,15 @@ func TestVersionTorch(t *testing.T) {
 	// Without torch in the configuration: the version only.
 	out = captureStdout(t, func() { require.NoError(t, runVersion(context.Background(), nil)) })
 	assert.NotContains(t, string(out), "python")
+}
+
+// lastLineWith is the last line of s that contains sub.
+func lastLineWith(s, sub string) string {
+	lines := strings.Split(s, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.Contains(lines[i], sub) {
+			return lines[i]
+		}
+	}
+	return ""
 }
