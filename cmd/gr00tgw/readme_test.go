@@ -40,6 +40,9 @@ import (
 //	<!-- readme-test: needs-server (REASON) -->  run against `bin/gr00tgw serve`
 //	                                             (what `make run` serves), started before
 //	                                             the block and stopped after it
+//	<!-- readme-test: needs-torch (REASON) -->   run when Debian's /usr/bin/python3 has
+//	                                             torch (make torch-deps installs it),
+//	                                             else skipped saying what is missing
 //
 // The README's commands use 127.0.0.1:20000 and /tmp/gw-plugins, so runs on
 // one machine are serialised with a lock file, and a port already in use
@@ -68,6 +71,11 @@ func TestREADME(t *testing.T) {
 		ok := t.Run(name, func(t *testing.T) {
 			if b.skip != "" {
 				t.Skipf("README.md:%d: readme-test: skip (%s)", b.line, b.skip)
+			}
+			if b.torch {
+				if out, err := exec.Command("/usr/bin/python3", "-c", "import torch").CombinedOutput(); err != nil {
+					t.Skipf("README.md:%d: readme-test: needs-torch: /usr/bin/python3 has no torch (%v: %s): apt-get install python3-torch (make torch-deps)", b.line, err, bytes.TrimSpace(out))
+				}
 			}
 			t0 := time.Now()
 			if b.server {
@@ -100,6 +108,7 @@ type readmeBlock struct {
 	lines  []string
 	skip   string // reason, when marked skip
 	server bool   // marked needs-server
+	torch  bool   // marked needs-torch
 }
 
 var (
@@ -136,8 +145,10 @@ func readmeBlocks(path string) ([]readmeBlock, error) {
 				pending.skip = strings.TrimSpace(m[2])
 			case "needs-server":
 				pending.server = true
+			case "needs-torch":
+				pending.torch = true
 			default:
-				return nil, fmt.Errorf("README.md:%d: unknown readme-test marker %q (want skip or needs-server)", i+1, m[1])
+				return nil, fmt.Errorf("README.md:%d: unknown readme-test marker %q (want skip, needs-server or needs-torch)", i+1, m[1])
 			}
 			continue
 		}
@@ -163,7 +174,7 @@ func readmeBlocks(path string) ([]readmeBlock, error) {
 		case "sh", "bash", "shell":
 			b := readmeBlock{line: i + 2, lines: lines[i+1 : j]}
 			if pending != nil {
-				b.skip, b.server = pending.skip, pending.server
+				b.skip, b.server, b.torch = pending.skip, pending.server, pending.torch
 			}
 			out = append(out, b)
 		default:
