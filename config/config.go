@@ -29,12 +29,14 @@ import (
 // is not useful; start from Default or Load. A Config is a plain value: copy
 // it freely (its one slice, Embodiments, is never modified in place).
 type Config struct {
-	// Addr is the listen address of the HTTP server (host:port). The
+	// Addr is the listen address of the HTTP server, read as every listen
+	// address is (ListenAddr: host:port; a bare port or :port is loopback,
+	// *:port every interface; Load stores the resolved host:port). The
 	// environment variable PORT, which Knative/KServe and most container
 	// platforms set, is an alias holding a port number only: PORT=8080
 	// means 0.0.0.0:8080 (every interface, IPv4 and IPv6); GR00TGW_ADDR,
 	// being later in the list, wins over it.
-	Addr string `koanf:"addr" flag:"addr" env:"PORT:port" usage:"HTTP listen address (host:port)"`
+	Addr string `koanf:"addr" flag:"addr" env:"PORT:port" usage:"HTTP listen address: host:port, a port for loopback, *:port for every interface"`
 	// ModelName is the served model name reported as "model" in responses.
 	ModelName string `koanf:"model_name" flag:"model-name" usage:"model name reported in responses and /health"`
 	// WeightsDir is the checkpoint directory (config.json, safetensors,
@@ -232,7 +234,8 @@ type OpenPI struct {
 	ReadTimeout time.Duration `koanf:"read_timeout" flag:"openpi-read-timeout" usage:"deadline to receive one openpi observation once it started"`
 }
 
-// ListenAddr resolves a robot-protocol listen address: a bare port
+// ListenAddr resolves a listen address — addr, zmq.addr and openpi.addr
+// alike, one rule for all: a bare port
 // ("5555") or ":5555" listens on loopback, "*:5555" on every interface
 // (ZeroMQ's spelling), "tcp://host:port" drops the scheme; otherwise
 // host:port as given. The port must be a number in [0, 65535].
@@ -373,16 +376,7 @@ func oneOf(v string, allowed ...string) error {
 
 func (c *Config) checks() []keyCheck {
 	return []keyCheck{
-		{"addr", func() error {
-			_, port, err := net.SplitHostPort(c.Addr)
-			if err != nil {
-				return fmt.Errorf("%q is not host:port: %w", c.Addr, err)
-			}
-			if port == "" {
-				return fmt.Errorf("%q has no port", c.Addr)
-			}
-			return nil
-		}},
+		{"addr", func() error { _, err := ListenAddr(c.Addr); return err }},
 		{"model_name", func() error {
 			if c.ModelName == "" {
 				return fmt.Errorf("must not be empty")

@@ -312,6 +312,13 @@ func Load(src Sources) (*Loaded, error) {
 		}
 		return nil, err
 	}
+	// Listen addresses as they will be used (validated above), so that
+	// `config print` and the logs show what is listened on.
+	for _, a := range []*string{&cfg.Addr, &cfg.ZMQ.Addr, &cfg.OpenPI.Addr} {
+		if *a != "" {
+			*a, _ = ListenAddr(*a)
+		}
+	}
 	return &Loaded{Config: cfg, Provenance: prov}, nil
 }
 

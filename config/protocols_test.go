@@ -49,8 +49,8 @@ func TestProtocolKeys(t *testing.T) {
 	}{
 		{name: "flags", args: []string{"--zmq-addr=5555", "--openpi-addr=*:8000", "--zmq-api-token=t", "--zmq-allow-kill", "--zmq-max-batch=2"},
 			check: func(t *testing.T, l *Loaded) {
-				assert.Equal(t, "5555", l.Config.ZMQ.Addr)
-				assert.Equal(t, "*:8000", l.Config.OpenPI.Addr)
+				assert.Equal(t, "127.0.0.1:5555", l.Config.ZMQ.Addr, "resolved (ListenAddr)")
+				assert.Equal(t, "0.0.0.0:8000", l.Config.OpenPI.Addr)
 				assert.Equal(t, "t", l.Config.ZMQ.APIToken)
 				assert.True(t, l.Config.ZMQ.AllowKill)
 				assert.Equal(t, 2, l.Config.ZMQ.MaxBatch)
@@ -64,9 +64,9 @@ func TestProtocolKeys(t *testing.T) {
 			}},
 		{name: "file", file: "zmq:\n  addr: tcp://*:5555\n  max_message_bytes: 2048\nopenpi:\n  addr: \"8000\"\n",
 			check: func(t *testing.T, l *Loaded) {
-				assert.Equal(t, "tcp://*:5555", l.Config.ZMQ.Addr)
+				assert.Equal(t, "0.0.0.0:5555", l.Config.ZMQ.Addr)
 				assert.Equal(t, 2048, l.Config.ZMQ.MaxMessageBytes)
-				assert.Equal(t, "8000", l.Config.OpenPI.Addr)
+				assert.Equal(t, "127.0.0.1:8000", l.Config.OpenPI.Addr)
 			}},
 		{name: "bad zmq addr", args: []string{"--zmq-addr=host:port"}, wantErr: "config: key[zmq.addr] (from flag --zmq-addr)"},
 		{name: "bad batch", env: []string{"GR00TGW_ZMQ_MAX_BATCH=0"}, wantErr: "key[zmq.max_batch]"},
@@ -91,5 +91,29 @@ func TestProtocolKeys(t *testing.T) {
 			require.NoError(t, err)
 			tc.check(t, l)
 		})
+	}
+}
+
+// TestOneAddressRule: addr, zmq.addr and openpi.addr read the same way (a
+// bare port or :port is loopback, *:port every interface, tcp:// dropped)
+// and refuse the same malformed values, each naming its key.
+func TestOneAddressRule(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"20000", "127.0.0.1:20000"}, {":20000", "127.0.0.1:20000"}, {"*:20000", "0.0.0.0:20000"},
+		{"tcp://*:20000", "0.0.0.0:20000"}, {"0.0.0.0:20000", "0.0.0.0:20000"}, {"[::1]:20000", "[::1]:20000"},
+	} {
+		for _, flag := range []string{"addr", "zmq-addr", "openpi-addr"} {
+			l, err := Load(Sources{Environ: []string{}, Flags: parsedFlags(t, "--"+flag+"="+tc.in)})
+			require.NoError(t, err, "--%s=%s", flag, tc.in)
+			got := map[string]string{"addr": l.Config.Addr, "zmq-addr": l.Config.ZMQ.Addr, "openpi-addr": l.Config.OpenPI.Addr}[flag]
+			assert.Equal(t, tc.want, got, "--%s=%s", flag, tc.in)
+		}
+	}
+	for _, bad := range []string{"host:port", "20000x", "1.2.3.4", ":65536"} {
+		for flag, key := range map[string]string{"addr": "addr", "zmq-addr": "zmq.addr", "openpi-addr": "openpi.addr"} {
+			_, err := Load(Sources{Environ: []string{}, Flags: parsedFlags(t, "--"+flag+"="+bad)})
+			require.Error(t, err, "--%s=%s", flag, bad)
+			assert.Contains(t, err.Error(), "key["+key+"] (from flag --"+flag+")")
+		}
 	}
 }
