@@ -435,6 +435,7 @@ func TestE2EGolden(t *testing.T) {
 	out := runTool(t, bin, "golden", "--weights-dir", ck, "--plugins-dir", pdir, "--golden-dir", goldens, "--plugin-cache-dir", "-")
 	assert.Contains(t, out, "ok   oxe_droid_relative_eef_relative_joint")
 	assert.Contains(t, out, "ok   libero_sim")
+	assert.NotContains(t, out, "warm-up disabled", "golden serves nothing: no warning that it serves unchecked")
 	// Computed once: a second run keeps the current goldens; --force
 	// recomputes them.
 	out = runTool(t, bin, "golden", "--weights-dir", ck, "--plugins-dir", pdir, "--golden-dir", goldens, "--plugin-cache-dir", "-")

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gr00tgw/gr00tgw/assets"
@@ -63,7 +64,10 @@ func runGolden(ctx context.Context, args []string) error {
 	if out == "" {
 		return fmt.Errorf("%w: golden_dir is %q: nowhere to write goldens", errUsage, cfg.GoldenDir)
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	// Warm-up is off on purpose (this computes the goldens, it serves
+	// nothing): the gateway's warning that it serves without a fidelity
+	// check would mislead, once per embodiment.
+	log := slog.New(dropMessages{slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}), "warm-up disabled"})
 	root, rerr := assets.Root()
 	if rerr != nil && (cfg.WeightsDir == "" || cfg.TokenizerDir == "" || cfg.PluginsDir == "") {
 		return rerr
@@ -217,4 +221,26 @@ func getJSON(srv *gateway.Server, path string, v any) error {
 		return fmt.Errorf("GET %s: %d %s", path, resp.StatusCode, b)
 	}
 	return json.Unmarshal(b, v)
+}
+
+// dropMessages is a slog.Handler that drops the records whose message
+// starts with prefix and passes the others to Handler.
+type dropMessages struct {
+	slog.Handler
+	prefix string
+}
+
+func (d dropMessages) Handle(ctx context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, d.prefix) {
+		return nil
+	}
+	return d.Handler.Handle(ctx, r)
+}
+
+func (d dropMessages) WithAttrs(as []slog.Attr) slog.Handler {
+	return dropMessages{d.Handler.WithAttrs(as), d.prefix}
+}
+
+func (d dropMessages) WithGroup(name string) slog.Handler {
+	return dropMessages{d.Handler.WithGroup(name), d.prefix}
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/gr00tgw/gr00tgw/assets"
 	"github.com/gr00tgw/gr00tgw/config"
 	"github.com/gr00tgw/gr00tgw/device"
-	_ "github.com/gr00tgw/gr00tgw/device/cpu" // registers backend "cpu"
+	"github.com/gr00tgw/gr00tgw/device/cpu" // registers backend "cpu"
 	"github.com/gr00tgw/gr00tgw/device/runner"
 	"github.com/gr00tgw/gr00tgw/device/torchrunner"
 	"github.com/gr00tgw/gr00tgw/gateway"
@@ -259,7 +259,7 @@ const debianPython = "/usr/bin/python3"
 // checkBackend refuses, before serve listens, a backend kind this binary
 // cannot start: one neither registered (device.Names) nor torch, unless
 // device.runner_command names a runner of its own (which may serve any
-// kind). For torch it probes device.torch.python (torchrunner.Probe, up
+// kind), and a policy the cpu backend does not have (cpu.Policies). For torch it probes device.torch.python (torchrunner.Probe, up
 // to a minute: torch's import and CUDA's start) and checks that it can
 // serve device.torch.* (torchrunner.Check); a problem is a config error
 // naming the key and where its value came from. What the probe found is
@@ -269,7 +269,14 @@ const debianPython = "/usr/bin/python3"
 func checkBackend(ctx context.Context, l *config.Loaded, log *slog.Logger) error {
 	cfg := l.Config
 	if cfg.Backend != config.BackendTorch {
-		if len(cfg.Device.RunnerCommand) > 0 || slices.Contains(device.Names(), cfg.Backend) {
+		if len(cfg.Device.RunnerCommand) > 0 {
+			return nil // a runner of its own: it says what it serves in HELLO
+		}
+		if cfg.Backend == cpu.Name && !slices.Contains(cpu.Policies(), cfg.Policy) {
+			return &config.KeyError{Key: "policy", Source: l.Provenance["policy"].String(),
+				Err: fmt.Errorf("%q is not a dtype policy of backend cpu (have %s)", cfg.Policy, strings.Join(cpu.Policies(), ", "))}
+		}
+		if slices.Contains(device.Names(), cfg.Backend) {
 			return nil
 		}
 		known := append(device.Names(), config.BackendTorch)

@@ -108,6 +108,10 @@ func TestServeTorchRefusedBeforeListening(t *testing.T) {
 		{"dtype_fp16", []string{"--torch-dtype", "fp16"},
 			`config: key[device.torch.dtype] (from flag --torch-dtype): "fp16" is not one of auto, bf16, fp32`, false},
 		{"policy", []string{"--policy", "bf16"}, `config: key[policy] (from flag --policy): "bf16": backend torch takes its dtype from device.torch.dtype`, false},
+		// Not torch: the cpu backend's policies are checked as early (the
+		// later --backend wins).
+		{"cpu_policy_fp16", []string{"--backend", "cpu", "--policy", "fp16"},
+			`config: key[policy] (from flag --policy): "fp16" is not a dtype policy of backend cpu (have fp32, mixed_dit)`, false},
 		{"no_torch", []string{"--torch-python", noTorch},
 			"config: key[device.torch.python] (from flag --torch-python): " + noTorch + " has no torch (ModuleNotFoundError: No module named 'torch'): install python3-torch (Debian) or torch ≥ 1.13", false},
 		{"cuda_absent", []string{"--torch-python", debianTorch, "--torch-device", "cuda"},
