@@ -83,6 +83,15 @@ type Config struct {
 	Policy string `koanf:"policy" flag:"policy" env:"GR00T_POLICY" usage:"dtype policy of the backend (backend torch: leave it; device.torch.dtype says)"`
 	// Threads caps the cores of a CPU backend and the host pipeline; 0 = all.
 	Threads int `koanf:"threads" flag:"threads" env:"GR00T_TORCH_THREADS" usage:"cores used by the CPU backend (0: all)"`
+	// DefaultSeed seeds the initial noise of a request that sends neither
+	// seed nor noise (42: the seed server's contract), on every protocol;
+	// the response reports it (seed, noise_source "seed").
+	DefaultSeed int `koanf:"default_seed" flag:"default-seed" usage:"noise seed of a request that sends neither seed nor noise"`
+	// RandomNoise, when true, gives such a request fresh noise instead: a
+	// seed drawn per request (noise_source "random", the seed reported, so
+	// the chunk can be replayed), as upstream's ZeroMQ policy server
+	// samples per call. Warm-up always uses DefaultSeed.
+	RandomNoise bool `koanf:"random_noise" flag:"random-noise" usage:"fresh noise (a random seed, reported) for requests that send neither seed nor noise"`
 	// WarmupRuns is the number of warm-up predictions on the demo
 	// observation before ready; each is checked against the golden.
 	WarmupRuns int `koanf:"warmup_runs" flag:"warmup-runs" env:"GR00T_WARMUP_RUNS" usage:"warm-up predictions on the demo observation before ready"`
@@ -308,6 +317,7 @@ type Metrics struct {
 func Default() Config {
 	return Config{
 		Addr:           "127.0.0.1:20000",
+		DefaultSeed:    42,
 		ModelName:      "GR00T-N1.7-3B",
 		Embodiment:     "oxe_droid_relative_eef_relative_joint",
 		Backend:        "cpu",
@@ -423,6 +433,12 @@ func (c *Config) checks() []keyCheck {
 		{"threads", func() error {
 			if c.Threads < 0 {
 				return fmt.Errorf("%d is negative", c.Threads)
+			}
+			return nil
+		}},
+		{"default_seed", func() error {
+			if c.DefaultSeed < 0 {
+				return fmt.Errorf("%d is negative", c.DefaultSeed)
 			}
 			return nil
 		}},

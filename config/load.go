@@ -450,7 +450,13 @@ func convert(t reflect.Type, raw any) (any, error) {
 // Print writes the effective configuration, one key per line in key-table
 // order: `key = value    # layer name`. Secret values print as "<redacted>"
 // when set.
-func (l *Loaded) Print(w io.Writer) error {
+func (l *Loaded) Print(w io.Writer) error { return l.PrintResolved(w, nil) }
+
+// PrintResolved is Print with what a value stands for where the key's
+// value is a placeholder (an empty directory meaning the embedded default,
+// threads 0 meaning every core): resolved[key] is appended to its comment,
+// `# default → /path/to/testdata/n17-tiny`.
+func (l *Loaded) PrintResolved(w io.Writer, resolved map[string]string) error {
 	cv := reflect.ValueOf(l.Config)
 	width := 0
 	for _, k := range Keys() {
@@ -468,7 +474,11 @@ func (l *Loaded) Print(w io.Writer) error {
 		case time.Duration:
 			s = x.String()
 		}
-		if _, err := fmt.Fprintf(w, "%-*s = %-28s # %s\n", width, k.Name, s, l.Provenance[k.Name]); err != nil {
+		src := l.Provenance[k.Name].String()
+		if r := resolved[k.Name]; r != "" {
+			src += " → " + r
+		}
+		if _, err := fmt.Fprintf(w, "%-*s = %-28s # %s\n", width, k.Name, s, src); err != nil {
 			return err
 		}
 	}

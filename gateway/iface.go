@@ -194,8 +194,11 @@ type ModelInfo struct {
 	// must not be below it.
 	ActionHorizon int `json:"action_horizon,omitempty"`
 	// DefaultSeed seeds the noise when a request sends neither seed nor
-	// noise (42).
+	// noise (config default_seed, 42).
 	DefaultSeed uint64 `json:"default_seed"`
+	// RandomNoise gives such a request a random seed instead (config
+	// random_noise); warm-up keeps DefaultSeed.
+	RandomNoise bool `json:"random_noise"`
 	// Extra is merged into GET /info.
 	Extra map[string]any `json:"-"`
 }

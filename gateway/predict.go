@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"time"
@@ -337,12 +338,16 @@ func (s *Server) predictOnce(ctx context.Context, deps *Deps, e *entry, r *Reque
 		resp.NoiseSource = "client"
 	} else {
 		seed := deps.Model.DefaultSeed
-		if r.Seed != nil {
+		resp.NoiseSource = "seed"
+		switch {
+		case r.Seed != nil:
 			seed = *r.Seed
+		case deps.Model.RandomNoise && protocol != protocolWarmup:
+			seed = rand.Uint64() // reported: the chunk can be replayed with it
+			resp.NoiseSource = "random"
 		}
 		in.Seed = seed
 		resp.Seed = &seed
-		resp.NoiseSource = "seed"
 	}
 	trace.SpanFromContext(ctx).SetAttributes(attribute.Int("seq_len", enc.SeqLen), attribute.String("noise.source", resp.NoiseSource))
 

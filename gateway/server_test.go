@@ -863,3 +863,30 @@ func TestConcurrentRequestsRace(t *testing.T) {
 	}
 	assert.Equal(t, int64(1), f.backend.maxSeen.Load())
 }
+
+// TestRandomNoise: with ModelInfo.RandomNoise (config random_noise) a
+// request without seed or noise gets a fresh seed, reported so the chunk
+// can be replayed; an explicit seed still wins, and warm-up keeps the
+// default seed (the fixture's warm-up passed its golden).
+func TestRandomNoise(t *testing.T) {
+	f := newFixture(t, false)
+	f.deps.Model.RandomNoise = true
+	require.NoError(t, f.srv.Start(context.Background(), func(context.Context) (*Deps, error) { return f.deps, nil }))
+	require.True(t, f.srv.WaitBound(context.Background()))
+	seeds := map[uint64]bool{}
+	for range 3 {
+		resp, b := f.do(t, "POST", "/predict", body(t, func(m map[string]any) { delete(m, "noise") }), nil)
+		require.Equal(t, 200, resp.StatusCode, string(b))
+		var pr PredictResponse
+		require.NoError(t, json.Unmarshal(b, &pr))
+		assert.Equal(t, "random", pr.NoiseSource)
+		require.NotNil(t, pr.Seed)
+		assert.Equal(t, *pr.Seed, f.backend.lastSeed, "the reported seed is the one used")
+		seeds[*pr.Seed] = true
+	}
+	assert.Len(t, seeds, 3, "a fresh seed per request")
+	resp, b := f.do(t, "POST", "/predict", body(t, func(m map[string]any) { delete(m, "noise"); m["seed"] = 7 }), nil)
+	require.Equal(t, 200, resp.StatusCode, string(b))
+	assert.Contains(t, string(b), `"noise_source":"seed"`)
+	assert.Equal(t, uint64(7), f.backend.lastSeed)
+}

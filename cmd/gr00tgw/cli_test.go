@@ -320,3 +320,22 @@ func TestEncodePromptTokens(t *testing.T) {
 	assert.Equal(t, f["seq_len"], f["prompt_tokens"]+f["template_tokens"]+f["image_tokens"], "%s", out)
 	assert.NotContains(t, string(out), "text_tokens")
 }
+
+// TestConfigPrintResolved: config print shows what a placeholder value
+// stands for (the embedded checkpoint, build/plugins, every core) and the
+// noise keys; a value that was set is shown as set.
+func TestConfigPrintResolved(t *testing.T) {
+	out := string(captureStdout(t, func() {
+		require.NoError(t, runConfigPrint(context.Background(), []string{"--threads", "1"}))
+	}))
+	root := moduleRoot(t)
+	for _, want := range []string{
+		"# default → " + filepath.Join(root, "testdata", "n17-tiny") + " (the embedded tiny checkpoint)",
+		"# default → " + filepath.Join(root, "build", "plugins"),
+		"default_seed                = 42 ",
+		"random_noise                = false ",
+	} {
+		assert.Contains(t, out, want)
+	}
+	assert.Regexp(t, `(?m)^threads +?= 1 +# flag --threads$`, out)
+}

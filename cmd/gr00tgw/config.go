@@ -2,11 +2,16 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"path/filepath"
+	"runtime"
 
 	"github.com/spf13/pflag"
 
+	"github.com/gr00tgw/gr00tgw/assets"
 	"github.com/gr00tgw/gr00tgw/config"
+	"github.com/gr00tgw/gr00tgw/gateway/adapt"
 )
 
 func init() {
@@ -48,5 +53,42 @@ func runConfigPrint(_ context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	return l.Print(os.Stdout)
+	return l.PrintResolved(os.Stdout, resolvedDefaults(l.Config))
+}
+
+// resolvedDefaults says what serve makes of the keys whose value is a
+// placeholder: the embedded default's directories, the user cache, every
+// core.
+func resolvedDefaults(cfg config.Config) map[string]string {
+	r := map[string]string{}
+	if root, err := assets.Root(); err == nil {
+		p := adapt.Resolve(cfg, root)
+		if cfg.WeightsDir == "" {
+			r["weights_dir"] = p.Weights + " (the embedded tiny checkpoint)"
+		}
+		if cfg.TokenizerDir == "" {
+			r["tokenizer_dir"] = p.Tokenizer + " (the vendored Qwen3 tokenizer)"
+		}
+		if cfg.PluginsDir == "" {
+			r["plugins_dir"] = p.Plugins
+		}
+	}
+	if cfg.PluginCacheDir == "" {
+		if d, err := os.UserCacheDir(); err == nil {
+			r["plugin_cache_dir"] = filepath.Join(d, "gr00tgw", "wazero")
+		}
+	}
+	if cfg.DemoDir == "" {
+		r["demo_dir"] = "<weights_dir>/demo/<tag>, then the plugin's demo/"
+	}
+	if cfg.GoldenDir == "" {
+		r["golden_dir"] = adapt.GoldenDir(cfg)
+	}
+	if cfg.Threads == 0 {
+		r["threads"] = fmt.Sprintf("every core (%d)", runtime.NumCPU())
+	}
+	if len(cfg.Embodiments) == 0 {
+		r["embodiments"] = "every plugin of plugins_dir"
+	}
+	return r
 }

@@ -455,7 +455,7 @@ func OpenWith(ctx context.Context, cfg config.Config, paths Paths, log *slog.Log
 		Backend: be, Catalog: cat,
 		Model: gateway.ModelInfo{
 			Version: modelVersion, ActionDim: ck.Model.MaxActionDim, ActionHorizon: ck.Model.ActionHorizon,
-			DefaultSeed: defaultSeed,
+			DefaultSeed: uint64(cfg.DefaultSeed), RandomNoise: cfg.RandomNoise,
 		},
 		Close: closers[0],
 	}, nil

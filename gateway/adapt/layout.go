@@ -12,10 +12,6 @@ import (
 // modelVersion is the model generation every backend here implements.
 const modelVersion = "n17"
 
-// defaultSeed seeds the noise of requests that send neither seed nor noise:
-// the reference server's default (it is not tied to an embodiment).
-const defaultSeed = 42
-
 // alignProcessor reconciles the processor configuration read from the
 // checkpoint's processor_config.json with the plugin's gw_describe for the
 // same embodiment, and fills what the file does not carry:
