@@ -77,6 +77,7 @@ func TestAPIKeys(t *testing.T) {
 			assert.Equal(t, CodeUnauthorized, e.Code)
 			assert.Contains(t, e.Error, "missing or invalid API key")
 			assert.NotContains(t, string(b), "key-1")
+			assert.Contains(t, string(b), `Bearer <key>`, "the message reads as written, not \\u003ckey\\u003e")
 		})
 	}
 	assert.False(t, mounted, "the mounted route's handler never ran without a key")

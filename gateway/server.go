@@ -1,10 +1,12 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/vmihailenco/msgpack/v5"
@@ -160,6 +162,7 @@ func New(opts Options) (*Server, error) {
 		StreamRequestBody:     true, // /predict reads a body only once admitted (body.go)
 		Concurrency:           opts.Config.MaxConnections,
 		DisableStartupMessage: true,
+		JSONEncoder:           marshalJSON,                // no \u003c for "<key>" in messages
 		ReadTimeout:           opts.Config.RequestTimeout, // the whole request, body included
 		WriteTimeout:          opts.Config.RequestTimeout + 30*time.Second,
 		IdleTimeout:           75 * time.Second,
@@ -626,4 +629,18 @@ func parseGRPCTimeout(h string) (time.Duration, bool) {
 // through timing beyond what subtle allows.
 func constantTimeEqual(a, b string) bool {
 	return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
+}
+
+// marshalJSON is json.Marshal without HTML escaping: bodies are JSON for
+// API clients, not HTML, and a message like `send "Authorization: Bearer
+// <key>"` should read as written (Python's json, the reference server's,
+// does not escape either).
+func marshalJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
