@@ -275,8 +275,9 @@ func ListenAddr(s string) (string, error) {
 
 // Log configures log/slog.
 type Log struct {
-	// Format is "json" or "text".
-	Format string `koanf:"format" flag:"log-format" usage:"log format: json or text"`
+	// Format is "json", "text", or "auto" (the default): text when the
+	// log goes to a terminal, JSON otherwise (a file, a pipe, a container).
+	Format string `koanf:"format" flag:"log-format" usage:"log format: auto (text on a terminal, else json), json or text"`
 	// Level is "debug", "info", "warn" or "error".
 	Level string `koanf:"level" flag:"log-level" usage:"log level: debug, info, warn, error"`
 }
@@ -329,7 +330,7 @@ func Default() Config {
 		QueueDepth:     8,
 		RequestTimeout: 30 * time.Second,
 		DrainTimeout:   30 * time.Second,
-		Log:            Log{Format: "json", Level: "info"},
+		Log:            Log{Format: "auto", Level: "info"},
 		OTel: OTel{
 			ServiceName: "gr00tgw",
 			Traces:      Traces{Exporter: "none", SampleRatio: 1},
@@ -484,7 +485,7 @@ func (c *Config) checks() []keyCheck {
 			}
 			return nil
 		}},
-		{"log.format", func() error { return oneOf(c.Log.Format, "json", "text") }},
+		{"log.format", func() error { return oneOf(c.Log.Format, "auto", "json", "text") }},
 		{"log.level", func() error { return oneOf(c.Log.Level, "debug", "info", "warn", "error") }},
 		{"otel.service_name", func() error {
 			if c.OTel.ServiceName == "" {

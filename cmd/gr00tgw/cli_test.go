@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gr00tgw/gr00tgw/config"
 )
 
 // withHelpOut captures what help writes while f runs.
@@ -338,4 +340,21 @@ func TestConfigPrintResolved(t *testing.T) {
 		assert.Contains(t, out, want)
 	}
 	assert.Regexp(t, `(?m)^threads +?= 1 +# flag --threads$`, out)
+}
+
+// TestLogFormatAuto: log.format auto is text on a terminal (a pty's
+// master end here) and JSON on a file or pipe; json and text are kept.
+func TestLogFormatAuto(t *testing.T) {
+	tty, err := os.OpenFile("/dev/ptmx", os.O_RDWR, 0)
+	if err != nil {
+		t.Skipf("no /dev/ptmx to stand for a terminal: %v", err)
+	}
+	defer tty.Close()
+	file, err := os.Create(filepath.Join(t.TempDir(), "log"))
+	require.NoError(t, err)
+	defer file.Close()
+	assert.Equal(t, "text", logFormatFor(config.Log{Format: "auto"}, tty))
+	assert.Equal(t, "json", logFormatFor(config.Log{Format: "auto"}, file))
+	assert.Equal(t, "json", logFormatFor(config.Log{Format: "json"}, tty))
+	assert.Equal(t, "text", logFormatFor(config.Log{Format: "text"}, file))
 }

@@ -30,12 +30,13 @@ func init() {
 	register(&command{name: "serve", summary: "serve the HTTP API (POST /predict, /health, /info, /metrics, ...)", run: runServe})
 }
 
-// newLogger builds the process logger from the log.* keys.
+// newLogger builds the process logger from the log.* keys; format auto is
+// text on a terminal, JSON otherwise.
 func newLogger(c config.Log) *slog.Logger {
 	var lvl slog.Level
 	_ = lvl.UnmarshalText([]byte(c.Level)) // validated by config
 	opts := &slog.HandlerOptions{Level: lvl}
-	if c.Format == "text" {
+	if logFormat(c) == "text" {
 		return slog.New(slog.NewTextHandler(os.Stderr, opts))
 	}
 	return slog.New(slog.NewJSONHandler(os.Stderr, opts))
@@ -231,7 +232,7 @@ func backendOpener(cfg config.Config, log *slog.Logger) device.OpenFunc {
 			if err != nil {
 				return nil, fmt.Errorf("runner: %w", err)
 			}
-			argv = []string{exe, "runner", "--log-format", cfg.Log.Format}
+			argv = []string{exe, "runner", "--log-format", logFormat(cfg.Log)}
 		}
 		log.Info(fmt.Sprintf("Starting %d runner process(es): %s", cfg.Device.Runners, argv[0]))
 		return runner.Open(ctx, runner.Options{
@@ -309,4 +310,17 @@ func checkBackend(ctx context.Context, l *config.Loaded, log *slog.Logger) error
 		"cuda", f.CUDAVersion, "cuda_devices", f.DeviceNames(), "device", o.Device, "dtype", o.Dtype,
 		"compile", o.Compile, "cuda_graphs", o.CUDAGraphs)
 	return nil
+}
+
+// logFormat resolves log.format auto: text when stderr is a terminal.
+func logFormat(c config.Log) string { return logFormatFor(c, os.Stderr) }
+
+func logFormatFor(c config.Log, f *os.File) string {
+	if c.Format == "auto" {
+		if isTerminal(f) {
+			return "text"
+		}
+		return "json"
+	}
+	return c.Format
 }
