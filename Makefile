@@ -169,3 +169,15 @@ fuzz:
 
 clean:
 	rm -rf bin build
+
+# The GPU check of the PyTorch runner (scripts/gpu-check.sh; --help for
+# what it runs and prints): a static bin/gr00tgw (CGO_ENABLED=0, the Python
+# runner embedded) and the plugins, then the script with GPU_CHECK_FLAGS
+# (e.g. --quick, --torch-device cuda:1). On a CUDA host without Go: build
+# here with the same two steps, carry bin/gr00tgw and build/plugins, run
+# scripts/gpu-check.sh there (8 min on one H100; --quick 3 min).
+GPU_CHECK_FLAGS ?=
+.PHONY: gpu-check
+gpu-check: plugins
+	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/gr00tgw
+	scripts/gpu-check.sh --bin $(BIN) $(GPU_CHECK_FLAGS)
