@@ -1,6 +1,9 @@
 package main
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -57,7 +60,33 @@ func (a *authOptions) httpClient(timeout time.Duration) (*http.Client, error) {
 	if k := a.key(); k != "" {
 		rt = bearer{key: k, next: t}
 	}
-	return &http.Client{Timeout: timeout, Transport: rt}, nil
+	return &http.Client{Timeout: timeout, Transport: trustHint{rt, a != nil && a.caFile != ""}}, nil
+}
+
+// trustHint adds what to do to a TLS error about the server's certificate:
+// pass the CA that signed it (--ca-file), or check the one passed.
+type trustHint struct {
+	next   http.RoundTripper
+	withCA bool
+}
+
+func (h trustHint) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := h.next.RoundTrip(r)
+	var unknown x509.UnknownAuthorityError
+	var verify *tls.CertificateVerificationError
+	var host x509.HostnameError
+	switch {
+	case err == nil:
+	case errors.As(err, &host):
+		err = fmt.Errorf("%w (the certificate does not name %s: use the host name or IP it was issued for)", err, r.URL.Hostname())
+	case errors.As(err, &unknown) || errors.As(err, &verify):
+		if h.withCA {
+			err = fmt.Errorf("%w (the server's certificate is not signed by the --ca-file CA)", err)
+		} else {
+			err = fmt.Errorf("%w (the server's certificate is not trusted by this host: pass the CA that signed it with --ca-file CA.pem)", err)
+		}
+	}
+	return resp, err
 }
 
 // bearer adds "Authorization: Bearer <key>" to requests that carry none.

@@ -24,10 +24,11 @@ func init() {
 const predictAbout = `Posts REQ.json (a /predict body) and prints the response JSON. Without
 --request it fetches GET /demo, posts the demo request and compares the
 actions with the demo's golden (prints a PASS/FAIL line; FAIL exits 1).
+--embodiment TAG picks the demo of TAG, or sets the request's embodiment.
 --msgpack sends and receives application/msgpack (frames as raw bytes).`
 
 func runPredictClient(ctx context.Context, args []string) error {
-	fs := newFlags("predict", "[--url URL] [--request REQ.json | -] [--msgpack] [--timeout D] [--out FILE]", predictAbout)
+	fs := newFlags("predict", "[--url URL] [--request REQ.json | -] [--embodiment TAG] [--msgpack] [--timeout D] [--out FILE]", predictAbout)
 	url := fs.String("url", "http://127.0.0.1:20000", "server base URL")
 	reqPath := fs.String("request", "", "request JSON file (- for stdin); empty: the server's GET /demo request")
 	useMsgpack := fs.Bool("msgpack", false, "send and receive application/msgpack")
@@ -35,6 +36,7 @@ func runPredictClient(ctx context.Context, args []string) error {
 	out := fs.String("out", "", "write the response JSON here instead of stdout")
 	rid := fs.String("request-id", "", "X-Request-ID to send")
 	pccMin := fs.Float64("pcc-min", 0, "demo mode: PCC gate (0: the server's gate from /demo)")
+	embodiment := fs.String("embodiment", "", "embodiment tag: the demo of TAG, or the request's embodiment (empty: the server's default, or the request's)")
 	auth := addAuthFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -52,7 +54,7 @@ func runPredictClient(ctx context.Context, args []string) error {
 	var demo *demoCase
 	switch *reqPath {
 	case "":
-		d, err := fetchDemo(ctx, client, base, "")
+		d, err := fetchDemo(ctx, client, base, *embodiment)
 		if err != nil {
 			return err
 		}
@@ -74,6 +76,16 @@ func runPredictClient(ctx context.Context, args []string) error {
 		body = b
 	}
 
+	if *embodiment != "" && demo == nil {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(body, &m); err != nil {
+			return fmt.Errorf("--embodiment: the request is not a JSON object: %w", err)
+		}
+		m["embodiment"], _ = json.Marshal(*embodiment)
+		if body, err = json.Marshal(m); err != nil {
+			return err
+		}
+	}
 	ct := "application/json"
 	if *useMsgpack {
 		mp, err := jsonToMsgpack(body)

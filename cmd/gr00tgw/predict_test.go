@@ -81,3 +81,35 @@ func TestPredictClientRequestFile(t *testing.T) {
 	assert.Contains(t, err.Error(), "404")
 	require.ErrorIs(t, runPredictClient(context.Background(), []string{"--bogus"}), errUsage)
 }
+
+// TestPredictClientEmbodiment: --embodiment asks for that embodiment's demo
+// (GET /demo?embodiment=TAG) or sets the request's embodiment.
+func TestPredictClientEmbodiment(t *testing.T) {
+	var demoQuery, predicted string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/demo":
+			demoQuery = r.URL.Query().Get("embodiment")
+			_ = json.NewEncoder(w).Encode(map[string]any{
+				"request":  map[string]any{"images": map[string]any{"cam": []string{"aGVsbG8="}}, "instruction": "x", "embodiment": demoQuery},
+				"expected": map[string]any{"actions": map[string][][]float64{"a": {{1, 2}, {3, 4}}}, "gates": map[string]any{"actions_pcc_min": 0.99}},
+			})
+		case "/predict":
+			var req struct {
+				Embodiment string `json:"embodiment"`
+			}
+			require.NoError(t, json.NewDecoder(r.Body).Decode(&req))
+			predicted = req.Embodiment
+			_ = json.NewEncoder(w).Encode(map[string]any{"actions": map[string][][]float64{"a": {{1, 2}, {3, 4}}}})
+		}
+	}))
+	defer srv.Close()
+	require.NoError(t, runPredictClient(context.Background(), []string{"--url", srv.URL, "--embodiment", "libero_sim"}))
+	assert.Equal(t, "libero_sim", demoQuery)
+	assert.Equal(t, "libero_sim", predicted)
+
+	req := filepath.Join(t.TempDir(), "req.json")
+	require.NoError(t, os.WriteFile(req, []byte(`{"images":{"cam":["aGVsbG8="]},"instruction":"x","embodiment":"other"}`), 0o600))
+	require.NoError(t, runPredictClient(context.Background(), []string{"--url", srv.URL, "--request", req, "--embodiment", "libero_sim", "--out", filepath.Join(t.TempDir(), "o.json")}))
+	assert.Equal(t, "libero_sim", predicted)
+}

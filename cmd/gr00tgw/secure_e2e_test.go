@@ -125,6 +125,7 @@ func TestE2ESecure(t *testing.T) {
 	out, err = predictCLI(nil, "--api-key", "key-1")
 	require.Error(t, err, "without --ca-file the test CA is not trusted")
 	assert.Contains(t, out, "certificate", out)
+	assert.Contains(t, out, "pass the CA that signed it with --ca-file CA.pem", out)
 	out, err = predictCLI(nil, "--ca-file", ca.File, "--api-key", "key-2")
 	require.Error(t, err)
 	assert.Contains(t, out, "401", out)
