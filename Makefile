@@ -15,12 +15,14 @@ ISA_PKGS  := ./core/... ./device/cpu/... ./embodiments/...
 all: build
 
 build: plugins
+	@echo "== $(BIN) (a first build compiles the dependencies: about a minute on 2 cores)"
 	$(GO) build -o $(BIN) ./cmd/gr00tgw
 
 # Every embodiment under embodiments/<name>/ is built to WASM with the stock
 # toolchain (GOOS=wasip1 GOARCH=wasm -buildmode=c-shared) and packed with its
 # manifest, sha256 filled in, into build/plugins/<name>/{<name>.wasm,plugin.yaml}.
 plugins:
+	@echo "== plugins: embodiments/* to wasm in $(PLUGINDIR) (a first build compiles the packer and the guests: about a minute)"
 	$(GO) run ./plugins/cmd/gwplugin-pack -o $(PLUGINDIR)
 
 run: build
