@@ -23,8 +23,10 @@ var echoLayout = runner.Layout{MaxPatches: 16, MaxImages: 1, MaxSeq: 8, PixelCol
 
 // echoNoiseRunner (helper mode fake-echonoise) answers every PREDICT with
 // the noise it was sent as action_pred, or with -1 everywhere when the
-// noise was null (the runner would draw it from the seed).
+// noise was null (the runner would draw it from the seed). Its RESULTs
+// carry extra {"echo_predictions": n}: a fact that changes after HELLO.
 func echoNoiseRunner(w *runner.Wire) int {
+	predictions := 0
 	_ = w.Send(runner.MsgHello, 0, runner.HelloBody{Protocol: 1, PID: os.Getpid(), Facts: runner.Facts{Backend: "fake"}, Layout: echoLayout}, -1)
 	segs := map[uint32][]byte{}
 	for {
@@ -58,8 +60,9 @@ func echoNoiseRunner(w *runner.Wire) int {
 					binary.LittleEndian.PutUint32(out[i:], math.Float32bits(-1))
 				}
 			}
+			predictions++
 			_ = w.Send(runner.MsgResult, m.ID, runner.ResultBody{Horizon: echoLayout.ActionHorizon, ActionDim: echoLayout.ActionDim,
-				Stages: []runner.StageNS{{Name: "denoise", NS: 1}}}, -1)
+				Stages: []runner.StageNS{{Name: "denoise", NS: 1}}, Extra: map[string]any{"echo_predictions": predictions}}, -1)
 		case runner.MsgClose:
 			_ = w.Send(runner.MsgClosed, m.ID, nil, -1)
 			return 0
@@ -123,4 +126,22 @@ func TestPoolDrawNoiseGoRunner(t *testing.T) {
 	res, err := p.Predict(context.Background(), in)
 	require.NoError(t, err)
 	bitsEqual(t, want, res.ActionPred)
+}
+
+// TestPoolMergesResultFacts: facts a RESULT reports as changed (extra) are
+// what Facts reports from then on, HELLO's other facts kept.
+func TestPoolMergesResultFacts(t *testing.T) {
+	p, err := openPool(t, "fake-echonoise", 1, runner.Options{})
+	require.NoError(t, err)
+	defer p.Close()
+	before := p.Facts()
+	require.NotContains(t, before.Extra, "echo_predictions")
+	for range 2 {
+		_, err := p.Predict(context.Background(), fakeInputs())
+		require.NoError(t, err)
+	}
+	f := p.Facts()
+	require.Equal(t, float64(2), f.Extra["echo_predictions"])
+	require.Equal(t, "process", f.Extra["isolation"], "HELLO's facts kept")
+	require.NotContains(t, before.Extra, "echo_predictions", "an earlier snapshot is not modified")
 }

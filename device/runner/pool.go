@@ -29,7 +29,8 @@ type Pool struct {
 	layout  Layout
 	off     [7]int
 	segSize int
-	facts   device.Facts
+	factsMu sync.RWMutex
+	facts   device.Facts // Extra is replaced, never modified in place (factsMu)
 	workers []*worker
 	log     *slog.Logger
 
@@ -153,7 +154,27 @@ func (p *Pool) Slots() int { return len(p.workers) }
 
 // Facts reports runner 0's backend facts, with isolation, runners,
 // runner_protocol and runner_impl in Extra.
-func (p *Pool) Facts() device.Facts { return p.facts }
+func (p *Pool) Facts() device.Facts {
+	p.factsMu.RLock()
+	defer p.factsMu.RUnlock()
+	return p.facts
+}
+
+// mergeFacts merges a RESULT's extra (facts that changed since HELLO)
+// into the reported facts, copy on write.
+func (p *Pool) mergeFacts(extra map[string]any) {
+	if len(extra) == 0 {
+		return
+	}
+	p.factsMu.Lock()
+	defer p.factsMu.Unlock()
+	m := maps.Clone(p.facts.Extra)
+	if m == nil {
+		m = map[string]any{}
+	}
+	maps.Copy(m, extra)
+	p.facts.Extra = m
+}
 
 // Copies counts the predictions whose pixel_values were not in a segment
 // (not from PixelBuffer) and were copied into one.
@@ -330,6 +351,7 @@ func (w *worker) predict(ctx context.Context, in *device.Inputs) (*device.Result
 	for i, st := range r.Stages {
 		res.Stages[i] = device.StageTiming{Name: st.Name, Duration: time.Duration(st.NS)}
 	}
+	p.mergeFacts(r.Extra)
 	return res, nil
 }
 
@@ -532,7 +554,7 @@ type workerBackend struct{ w *worker }
 func (b workerBackend) Predict(ctx context.Context, in *device.Inputs) (*device.Result, error) {
 	return b.w.predict(ctx, in)
 }
-func (b workerBackend) Facts() device.Facts { return b.w.p.facts }
+func (b workerBackend) Facts() device.Facts { return b.w.p.Facts() }
 func (b workerBackend) Close() error        { return nil }
 
 func (w *worker) state() string {

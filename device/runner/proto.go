@@ -209,6 +209,10 @@ type ResultBody struct {
 	Horizon   int       `json:"horizon"`
 	ActionDim int       `json:"action_dim"`
 	Stages    []StageNS `json:"stages"`
+	// Extra, optional, holds HELLO facts.extra keys whose values changed
+	// since (the PyTorch runner's cuda_graphs as layouts are captured);
+	// the client merges them into the facts it reports.
+	Extra map[string]any `json:"extra,omitempty"`
 }
 
 // ErrorBody answers a request that failed.

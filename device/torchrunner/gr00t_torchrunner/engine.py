@@ -86,6 +86,7 @@ class Engine:
         t0 = time.perf_counter()
         self._warmup()
         self.warmup_s = time.perf_counter() - t0
+        self._reported = (tuple(self.graphs.facts()["captured"]), tuple(self.graphs.facts()["eager"]))
 
     def _compile(self) -> None:
         if not hasattr(torch, "compile"):
@@ -115,6 +116,16 @@ class Engine:
 
     def predict(self, inp: Inputs, check: Callable[[], None]) -> Tuple[torch.Tensor, List[Tuple[str, int]]]:
         return self.model.predict(inp, check=check, graphs=self.graphs if self.graphs.enabled else None)
+
+    def changed_facts(self) -> Optional[Dict[str, Any]]:
+        """The facts that changed since the last call (the CUDA graphs captured or left eager),
+        for RESULT's extra; None when nothing did."""
+        g = self.graphs.facts()
+        key = (tuple(g["captured"]), tuple(g["eager"]))
+        if key == getattr(self, "_reported", None):
+            return None
+        self._reported = key
+        return {"cuda_graphs": g}
 
     def layout(self) -> Dict[str, int]:
         cfg = self.model.cfg

@@ -43,7 +43,7 @@ class Graphs:
     def facts(self) -> Dict[str, object]:
         """What /info shows: whether graphs are on, the keys captured and those left eager."""
         return {"enabled": self.enabled, "captured": [repr(k) for k in self.captured],
-                "eager": {repr(k): v for k, v in self.failed.items()}, "replays": self.replays}
+                "eager": {repr(k): v for k, v in self.failed.items()}}
 
     def run(self, key: Key, fn: Fn, inputs: Sequence[torch.Tensor]) -> Tuple[torch.Tensor, ...]:
         """fn(*inputs), from a captured graph when one exists for key."""

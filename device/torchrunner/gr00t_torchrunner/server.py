@@ -49,8 +49,12 @@ class Server:
     """Serves one connection for one engine (predict) with the layout announced in HELLO."""
 
     def __init__(self, conn: wire.Conn, predict: PredictFn, hello: Dict[str, Any],
-                 device: Optional[torch.device] = None) -> None:
+                 device: Optional[torch.device] = None,
+                 changed_facts: Callable[[], Optional[Dict[str, Any]]] = lambda: None) -> None:
+        """changed_facts, called after each prediction, returns the HELLO facts.extra keys that
+        changed since it was last called (sent as RESULT's extra), or None."""
         self.conn, self.predict_fn, self.hello, self.device = conn, predict, hello, device
+        self.changed_facts = changed_facts
         self.layout: Dict[str, int] = hello["layout"]
         self.segs: Dict[int, Segment] = {}
         self._mu = threading.Lock()
@@ -241,6 +245,9 @@ class Server:
             seg.view(out_span, torch.float32).copy_(flat)
             body = {"horizon": int(out.shape[0]), "action_dim": int(out.shape[1]),
                     "stages": [{"name": n, "ns": int(ns)} for n, ns in stages]}
+            extra = self.changed_facts()
+            if extra:
+                body["extra"] = extra
         except Cancelled as e:
             typ, body = wire.ERROR, {"kind": wire.KIND_CANCELLED, "message": f"runner: predict cancelled: {e}"}
         except InputError as e:
