@@ -17,10 +17,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// gpuCheckTimeout bounds the quick CPU run of scripts/gpu-check.sh (about a
-// minute on an idle 2-core box: the tiny checkpoint served by the PyTorch
-// runner on the CPU, smoke, 20 bench requests, selfcheck, one runner kill
-// and its recovery).
+// gpuCheckTimeout bounds the quick CPU run of scripts/gpu-check.sh (about
+// 20 s on an idle 2-core box: selfcheck, the tiny checkpoint served by the
+// PyTorch runner on the CPU, smoke, 20 bench requests, one runner kill and
+// its recovery, smoke again).
 const gpuCheckTimeout = 5 * time.Minute
 
 // torchPython is the interpreter the CPU check serves with:
@@ -47,7 +47,7 @@ func torchPython(t *testing.T) string {
 // peak memory "n/a (cpu)", the PCC line, the runner's kill and recovery).
 func TestGPUCheckQuickCPU(t *testing.T) {
 	if testing.Short() {
-		t.Skip("gpu-check: about a minute; skipped with -short")
+		t.Skip("gpu-check: about 20 s; skipped with -short")
 	}
 	bash, err := exec.LookPath("bash")
 	if err != nil {
