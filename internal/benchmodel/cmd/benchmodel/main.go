@@ -7,7 +7,9 @@
 // real-size predict stage by stage (vision, llm, adapter, denoise) on a
 // real-size random checkpoint, Go's CPU backend beside
 // testdata/bench/torch_stages.py, with both sides' load time, peak RSS and
-// the action_pred agreement. Run it from the repository root (`make
+// the action_pred agreement, then (-torch-bf16; by default where the CPU
+// has AVX512_BF16 or AMX) the torch runner's bf16 path on the CPU beside
+// the Go fp32 backend. Run it from the repository root (`make
 // bench-model` runs all three):
 //
 //	go run ./internal/benchmodel/cmd/benchmodel -gemm -stages -checkpoint build/n17-real
@@ -40,8 +42,8 @@ import (
 	"github.com/gr00tgw/gr00tgw/internal/benchmodel"
 )
 
-// torchBF16 is -torch-bf16.
-var torchBF16 bool
+// torchBF16 is -torch-bf16: on, off or auto.
+var torchBF16 string
 
 type result struct {
 	ms, cpuMs float64
@@ -62,7 +64,7 @@ func main() {
 	loadReps := flag.Int("load-reps", 2, "with -stages: loads per side, each as a fresh process starts (Go: its heap returned to the OS first; torch: one process per load), best-of: the first load after other work pays for pages this VM has not touched yet, on either side")
 	stageReps := flag.Int("stage-reps", 2, "with -stages: timed predicts per side (best-of, after one untimed)")
 	cpuProfile := flag.String("cpuprofile", "", "write the Go side's CPU profile to this file (go tool pprof)")
-	flag.BoolVar(&torchBF16, "torch-bf16", true, "with -stages: also time the torch runner's bf16 path on the CPU (torch_stages.py --dtype bf16) beside the Go fp32 backend")
+	flag.StringVar(&torchBF16, "torch-bf16", "auto", "with -stages: also time the torch runner's bf16 path on the CPU (torch_stages.py --dtype bf16) beside the Go fp32 backend: on, off, or auto (on where the CPU has AVX512_BF16 or AMX; without them bf16 matmul is emulated and a real-size predict takes tens of minutes)")
 	flag.Parse()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)

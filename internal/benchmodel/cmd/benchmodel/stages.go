@@ -192,7 +192,11 @@ func runStages(ckpt, inputs, python, torchOut string, loads, reps int, fp32Check
 		return err
 	}
 	fmt.Printf("fidelity action_pred go_vs_torch pcc=%.9f max_abs_diff=%.3g\n", benchmodel.PCC(goPred, tp), maxAbsDiff(goPred, tp))
-	if !torchBF16 {
+	switch {
+	case torchBF16 == "off":
+		return nil
+	case torchBF16 == "auto" && bf16Features() == noBF16:
+		fmt.Printf("# torch runner bf16 on the CPU: skipped: %s has %s (-torch-bf16 on runs it anyway: tens of minutes at real size)\n", cpuModel(), noBF16)
 		return nil
 	}
 	return torchBF16Stages(python, ckpt, inputs, out, reps, g, goPred)
@@ -232,6 +236,9 @@ func torchBF16Stages(python, ckpt, inputs, out string, reps int, g benchmodel.St
 	return nil
 }
 
+// noBF16 is bf16Features' answer for a CPU without bf16 instructions.
+const noBF16 = "no bf16 instructions (bf16 matmul emulated in fp32)"
+
 // bf16Features names the CPU's bf16 instructions (/proc/cpuinfo flags).
 func bf16Features() string {
 	b, _ := os.ReadFile("/proc/cpuinfo")
@@ -247,7 +254,7 @@ func bf16Features() string {
 		}
 	}
 	if len(have) == 0 {
-		return "none (bf16 matmul emulated in fp32)"
+		return noBF16
 	}
 	return strings.Join(have, " ")
 }
