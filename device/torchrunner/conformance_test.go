@@ -18,10 +18,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/gr00tgw/gr00tgw/core/npy"
 	"github.com/gr00tgw/gr00tgw/device"
 	"github.com/gr00tgw/gr00tgw/device/cpu"
 	"github.com/gr00tgw/gr00tgw/device/runnertest"
+	"github.com/gr00tgw/gr00tgw/internal/inputsdir"
 )
 
 const (
@@ -33,38 +33,11 @@ const (
 // at fp32 (different summation orders; the values are O(1)).
 const fp32Tolerance = 1e-4
 
-func npyOf(t testing.TB, name string) *npy.Array {
-	a, err := npy.ReadFile(filepath.Join(caseA, name+".npy"))
-	require.NoError(t, err)
-	return a
-}
-
-func i32s(t testing.TB, name string) []int32 {
-	v, err := npyOf(t, name).Int64s()
-	require.NoError(t, err)
-	out := make([]int32, len(v))
-	for i, x := range v {
-		out[i] = int32(x)
-	}
-	return out
-}
-
 // caseAInputs are the DROID demo's model inputs with their explicit noise.
 func caseAInputs(t testing.TB) *device.Inputs {
-	pa := npyOf(t, "pixel_values")
-	pix, err := pa.Float32s()
-	require.NoError(t, err)
-	state, err := npyOf(t, "state_normalized").Float32s()
-	require.NoError(t, err)
-	nz, err := npyOf(t, "noise").Float32s()
-	require.NoError(t, err)
-	g := i32s(t, "image_grid_thw")
-	in := &device.Inputs{PixelValues: pix, PixelRows: pa.Shape[0], PixelCols: pa.Shape[1],
-		InputIDs: i32s(t, "input_ids"), AttentionMask: i32s(t, "attention_mask"),
-		PositionIDs: i32s(t, "position_ids"), State: state, EmbodimentID: 24, Noise: nz}
-	for i := 0; i+3 <= len(g); i += 3 {
-		in.ImageGridTHW = append(in.ImageGridTHW, [3]int{int(g[i]), int(g[i+1]), int(g[i+2])})
-	}
+	in := &device.Inputs{EmbodimentID: 24}
+	require.NoError(t, inputsdir.Read(in, caseA))
+	require.NotNil(t, in.Noise)
 	return in
 }
 
