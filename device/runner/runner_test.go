@@ -183,22 +183,24 @@ func reference(t testing.TB, in *device.Inputs) []float32 {
 // goroutine over a socket pair (with -race, the server side's races).
 func TestConformanceInProcess(t *testing.T) {
 	in := caseAInputs(t)
-	want := reference(t, in)
-	start := func(t testing.TB) (*net.UnixConn, func()) {
-		c, rf, err := runner.SocketPair()
-		require.NoError(t, err)
-		sc, err := net.FileConn(rf)
-		require.NoError(t, err)
-		_ = rf.Close()
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			_ = runner.Serve(context.Background(), sc.(*net.UnixConn), refBE, runner.ServeOptions{Layout: tinyLayout(refBE), Runner: "in-process"})
-			_ = sc.Close()
-		}()
-		return c, func() { <-done }
-	}
-	runnertest.Run(t, start, runnertest.Options{Inputs: in, Want: want})
+	runnertest.Run(t, serveInProcess, runnertest.Options{Inputs: in, Want: reference(t, in)})
+}
+
+// serveInProcess is a runnertest.StartFunc: Serve of the reference backend
+// in a goroutine over a socket pair.
+func serveInProcess(t testing.TB) (*net.UnixConn, func()) {
+	c, rf, err := runner.SocketPair()
+	require.NoError(t, err)
+	sc, err := net.FileConn(rf)
+	require.NoError(t, err)
+	_ = rf.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = runner.Serve(context.Background(), sc.(*net.UnixConn), refBE, runner.ServeOptions{Layout: tinyLayout(refBE), Runner: "in-process"})
+		_ = sc.Close()
+	}()
+	return c, func() { <-done }
 }
 
 // TestConformanceProcess runs the suite against a runner process.

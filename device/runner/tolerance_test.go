@@ -3,13 +3,8 @@
 package runner_test
 
 import (
-	"context"
-	"net"
 	"testing"
 
-	"github.com/stretchr/testify/require"
-
-	"github.com/gr00tgw/gr00tgw/device/runner"
 	"github.com/gr00tgw/gr00tgw/device/runnertest"
 )
 
@@ -27,19 +22,5 @@ func TestConformanceTolerance(t *testing.T) {
 			want[i] -= 5e-5
 		}
 	}
-	start := func(t testing.TB) (*net.UnixConn, func()) {
-		c, rf, err := runner.SocketPair()
-		require.NoError(t, err)
-		sc, err := net.FileConn(rf)
-		require.NoError(t, err)
-		_ = rf.Close()
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			_ = runner.Serve(context.Background(), sc.(*net.UnixConn), refBE, runner.ServeOptions{Layout: tinyLayout(refBE), Runner: "in-process"})
-			_ = sc.Close()
-		}()
-		return c, func() { <-done }
-	}
-	runnertest.Run(t, start, runnertest.Options{Inputs: in, Want: want, Tolerance: 1e-4})
+	runnertest.Run(t, serveInProcess, runnertest.Options{Inputs: in, Want: want, Tolerance: 1e-4})
 }
