@@ -1,0 +1,126 @@
+// Package archtest holds the import rules of the tree (../shared/
+// architecture.md, "Packages and who may import whom") and checks an import
+// graph against them. Its test runs the check on the module's own graph
+// (`go list`), so a change that breaks a dependency direction fails
+// `make test`, naming the import.
+package archtest
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Module is the module path every rule is relative to.
+const Module = "github.com/gr00tgw/gr00tgw"
+
+// Rule says which module packages the packages under Prefix may import
+// (by prefix; a package may always import below its own prefix). All
+// means anything.
+type Rule struct {
+	Prefix string
+	May    []string
+	All    bool
+	Why    string
+}
+
+// Rules are the directions of architecture.md, most specific first.
+var Rules = []Rule{
+	{Prefix: "cmd", All: true, Why: "the binary wires everything"},
+	{Prefix: "internal", All: true, Why: "build and benchmark tools"},
+	{Prefix: "assets", Why: "finds the embedded default; a leaf"},
+	{Prefix: "config", Why: "configuration knows no other package"},
+	{Prefix: "core", May: []string{"internal/freelist"}, Why: "core knows nothing of HTTP, plugins or devices"},
+	{Prefix: "kernels", May: []string{"core"}, Why: "the megakernel's host side uses core's tensor types"},
+	{Prefix: "device", May: []string{"core", "kernels"}, Why: "a backend runs the model; it knows no gateway"},
+	{Prefix: "plugins", Why: "the plugin host never imports core, device or gateway"},
+	{Prefix: "embodiments", May: []string{"plugins/pdk", "plugins/abi"}, Why: "a plugin knows the PDK only"},
+	{Prefix: "gateway", May: []string{"core", "plugins", "device", "config", "assets", "internal/freelist"},
+		Why: "the gateway uses core, plugins, device interfaces and config"},
+}
+
+// Client packages (a path element ending in "client") may import no
+// server package: a client's dependency closure stays small.
+var clientMay = []string{"gateway/wire", "gateway/rawobs", "gateway/zmq/internal/zmtp", "core"}
+
+// Exceptions are known breaks, each with the issue that removes it; an
+// exception that no longer occurs is reported too, so the list only shrinks.
+var Exceptions = map[string]string{
+	"core/processor -> assets":             "issue 26 point 5: core/processor takes explicit paths",
+	"gateway/oip/oipclient -> gateway/oip": "issue 26 point 4: one client package that imports no server",
+}
+
+// Graph maps a package (module-relative) to its module-relative imports.
+type Graph map[string][]string
+
+// Check returns every import of g that breaks Rules, and every exception
+// that did not occur, sorted; nil when the graph holds.
+func Check(g Graph) []string {
+	var bad []string
+	seen := map[string]bool{}
+	for pkg, imps := range g {
+		r, ok := ruleOf(pkg)
+		if !ok {
+			bad = append(bad, fmt.Sprintf("%s: no rule covers this package (add it to archtest.Rules)", pkg))
+			continue
+		}
+		for _, imp := range imps {
+			edge := pkg + " -> " + imp
+			if _, ok := Exceptions[edge]; ok {
+				seen[edge] = true
+				continue
+			}
+			if isClient(pkg) && !allowed(imp, append([]string{pkg}, clientMay...)) {
+				bad = append(bad, fmt.Sprintf("%s: a client package imports a server package", edge))
+				continue
+			}
+			if r.All || allowed(imp, append([]string{r.Prefix}, r.May...)) {
+				continue
+			}
+			bad = append(bad, fmt.Sprintf("%s: %s may import %s only (%s)", edge, r.Prefix, list(r), r.Why))
+		}
+	}
+	for edge, why := range Exceptions {
+		if !seen[edge] {
+			bad = append(bad, fmt.Sprintf("%s: listed as an exception (%s) but no longer imported: remove it from archtest.Exceptions", edge, why))
+		}
+	}
+	sort.Strings(bad)
+	return bad
+}
+
+func ruleOf(pkg string) (Rule, bool) {
+	for _, r := range Rules {
+		if under(pkg, r.Prefix) {
+			return r, true
+		}
+	}
+	return Rule{}, false
+}
+
+func under(pkg, prefix string) bool {
+	return pkg == prefix || strings.HasPrefix(pkg, prefix+"/")
+}
+
+func allowed(imp string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if under(imp, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// isClient: a package whose last element ends in "client" (zmqclient,
+// openpiclient, oipclient; a future client/).
+func isClient(pkg string) bool {
+	last := pkg[strings.LastIndex(pkg, "/")+1:]
+	return strings.HasSuffix(last, "client")
+}
+
+func list(r Rule) string {
+	if len(r.May) == 0 {
+		return "itself"
+	}
+	return "itself, " + strings.Join(r.May, ", ")
+}
