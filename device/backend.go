@@ -40,6 +40,28 @@ type Inputs struct {
 	Noise []float32
 	// Seed seeds the noise generator when Noise is nil.
 	Seed uint64
+	// RTC, when non-nil, turns on real-time chunking (see RTC); nil is
+	// the plain sampler.
+	RTC *RTC
+}
+
+// RTC is real-time chunking by inpainting, GR00T N1.7's own: the new chunk
+// starts from the previous chunk's tail and keeps the rows the robot
+// executes meanwhile (../shared/spec/rtc.md §1; the Go backend's
+// implementation is core/model/actionhead.RTC).
+type RTC struct {
+	// Prev is the previous chunk as the model produced it: normalised
+	// action_pred, [PrevRows, action_dim] row-major, padded columns
+	// included. Owned by the caller.
+	Prev     []float32
+	PrevRows int
+	// Horizon (action_horizon) is Prev's unpadded horizon; Overlap
+	// (rtc_overlap_steps) rows of Prev's tail seed the new chunk; the first
+	// Frozen (rtc_frozen_steps) of them stay exactly; RampRate
+	// (rtc_ramp_rate) shapes the blend between. 0 ≤ Frozen ≤ Overlap ≤
+	// Horizon ≤ PrevRows ≤ the model's horizon, RampRate finite > 0.
+	Horizon, Overlap, Frozen int
+	RampRate                 float64
 }
 
 // ErrInput is wrapped by a backend's errors for inputs outside what it serves

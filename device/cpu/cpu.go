@@ -378,6 +378,13 @@ func (b *Backend) PredictTaps(ctx context.Context, in *device.Inputs, tap Tap) (
 	case in.AttentionMask != nil && len(in.AttentionMask) != S:
 		return nil, fmt.Errorf("%w: attention_mask has %d values, input_ids %d", ErrInput, len(in.AttentionMask), S)
 	}
+	var rtc *actionhead.RTC // checked before any stage runs
+	if r := in.RTC; r != nil {
+		rtc = &actionhead.RTC{Prev: r.Prev, PrevRows: r.PrevRows, Horizon: r.Horizon, Overlap: r.Overlap, Frozen: r.Frozen, RampRate: r.RampRate}
+		if err := rtc.Validate(H, A); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInput, err)
+		}
+	}
 	if err := b.denoise.Use(in.EmbodimentID); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInput, err)
 	}
@@ -441,7 +448,7 @@ func (b *Backend) PredictTaps(ctx context.Context, in *device.Inputs, tap Tap) (
 		noise.Randn(b.noise, in.Seed)
 		nz = b.noise
 	}
-	if err := b.denoise.Run(res.ActionPred, vl, S, b.imageMask[:S], mask, in.State, nz, atap); err != nil {
+	if err := b.denoise.RunRTC(res.ActionPred, vl, S, b.imageMask[:S], mask, in.State, nz, rtc, atap); err != nil {
 		return nil, stageErr(ctx, "denoise", err)
 	}
 	t4 := time.Now()

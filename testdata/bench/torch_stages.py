@@ -37,7 +37,9 @@ CPU time / threads, the least of the reps):
     torch_rss peak_mib=...
 
 --out writes action_pred.npy [H, A] (and backbone_features, adapter_out,
-vision_merger) for the Go side to compare against. --check compares every
+vision_merger) for the Go side to compare against. --rtc H,O,F,r with
+--rtc-prev P.npy runs the denoise stage with upstream's real-time chunking
+(its action_pred is then that denoise's). --check compares every
 stage with the fp32 goldens in --inputs (the tiny checkpoint's caseA) and
 exits 1 if one is off by more than 1e-4 of its max magnitude.
 """
@@ -78,13 +80,33 @@ def mha(q, k, v, heads, mask=None):
     return (s.softmax(-1) @ v).transpose(0, 1).reshape(T, D)
 
 
-def denoise_upstream(m, slot, vl, img, valid, state, noise):
+def rtc_strength(T, A, O, F_, r):
+    """Upstream N1.7's RTC row strengths [T, A] (shared/spec/rtc.md §1), restated with its torch
+    ops: 0 below F, the ramp (1 - exp(-r t)) / max(1 - exp(-r t[-1]), 1e-8) on
+    t = linspace(0, 1, O - F + 2) without its endpoints on rows F..O-1, 1 from O on."""
+    s = torch.ones(T, A)
+    s[:F_] = 0
+    n = O - F_ + 2
+    t = torch.linspace(0, 1, n)
+    g = (1 - torch.exp(-r * t)) / torch.clamp(1 - torch.exp(-r * t[-1]), min=1e-8)
+    s[F_:O] = g[1:-1, None]
+    return s
+
+
+def denoise_upstream(m, slot, vl, img, valid, state, noise, rtc=None):
     """The flow-matching loop as upstream computes it: every DiT block evaluates its AdaLN linear
-    and, in cross blocks, K/V over all VL rows with a key mask, in every step."""
+    and, in cross blocks, K/V over all VL rows with a key mask, in every step. rtc = (P, H, O, F, r):
+    real-time chunking by inpainting as upstream's get_action_with_features does it."""
     cfg, W, H, T = m.cfg, m.cfg.width, m.cfg.heads, m.cfg.horizon
     sf = m._cat("state_encoder.layer2", slot, F.relu(m._cat("state_encoder.layer1", slot, state)))
     keys = {"text": ~img & valid, "image": img & valid}
     x = noise
+    strength = None
+    if rtc is not None:
+        prev, h, o, f_, r = rtc
+        x = x.clone()
+        x[:o] = prev[h - o:h]
+        strength = rtc_strength(T, x.shape[1], o, f_, r)
     for s, tau in enumerate(cfg.taus):
         a = m._cat("action_encoder.W1", slot, x)
         hh = F.silu(m._cat("action_encoder.W2", slot, torch.cat([a, m.sinus[s]], dim=1)))
@@ -105,7 +127,7 @@ def denoise_upstream(m, slot, vl, img, valid, state, noise):
         shift, scale = m._lin("model.proj_out_1", st).chunk(2)
         out = m._lin("model.proj_out_2", F.layer_norm(z, (W,), eps=1e-6) * (1 + scale) + shift)
         v = m._cat("action_decoder.layer2", slot, F.relu(m._cat("action_decoder.layer1", slot, out[1:])))
-        x = x + v / cfg.steps
+        x = x + v / cfg.steps if strength is None else x + (v / cfg.steps) * strength
     return x
 
 
@@ -129,6 +151,9 @@ def main():
                     help="load the weights, print torch_load and exit (one load per process: a second load in the same "
                          "process reuses the allocator's pages and is ~3x faster than any fresh start)")
     ap.add_argument("--slot", type=int, default=24)
+    ap.add_argument("--rtc", default="",
+                    help="H,O,F,r: real-time chunking (upstream's semantics) on denoise, the previous chunk from --rtc-prev")
+    ap.add_argument("--rtc-prev", default="", help="the previous chunk, normalised [rows, 132] .npy")
     ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"],
                     help="bf16: the torch runner's bf16 path on the CPU (oneDNN); denoise is then its hoisted form")
     ap.add_argument("--out", default="")
@@ -157,6 +182,11 @@ def main():
     img, valid = ids == cfg.image_token, mask != 0
     img_idx = img.nonzero().flatten()
     slot = args.slot
+    rtc = None
+    if args.rtc:
+        h, o, f_, r = args.rtc.split(",")
+        prev = torch.from_numpy(np.load(args.rtc_prev)).float().reshape(-1, noise.shape[1])
+        rtc = (prev, int(h), int(o), int(f_), float(r))
 
     taps = {}
     res = {}
@@ -165,7 +195,7 @@ def main():
         ("llm", lambda: m.llm(ids, None if bool(valid.all()) else mask, pos, img_idx, res["vision"][0],
                               res["vision"][1], taps)),
         ("adapter", lambda: m.adapter(res["llm"], taps)),
-        ("denoise", lambda: denoise_upstream(m, slot, res["adapter"], img, valid, state, noise)),
+        ("denoise", lambda: denoise_upstream(m, slot, res["adapter"], img, valid, state, noise, rtc)),
         ("denoise_hoisted", lambda: m.denoise(slot, res["adapter"][~img & valid], res["adapter"][img & valid], state,
                                               noise, taps)),
     )
@@ -177,7 +207,9 @@ def main():
             print(f"torch_stage name={name} ms={r[0] * 1e3:.1f} median_ms={r[1] * 1e3:.1f} cpu_ms={r[2] * 1e3:.1f}",
                   flush=True)
     print(f"torch_rss peak_mib={rss_mib('VmHWM'):.0f}", flush=True)
-    if "denoise_hoisted" in res:
+    if rtc is not None:  # the RTC result is upstream's denoise (the hoisted one runs without RTC)
+        taps["action_pred"] = res["denoise"]
+    elif "denoise_hoisted" in res:
         d = (res["denoise"] - res["denoise_hoisted"]).abs().max().item()
         print(f"# denoise vs denoise_hoisted: max|d| {d:.3g}", flush=True)
     if args.out:

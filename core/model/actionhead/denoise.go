@@ -29,6 +29,7 @@ type DenoisePlan struct {
 	vel, x              []float32 // [Horizon, MaxActionDim]
 	sHid                []float32 // [HiddenSize]
 	sFeat               []float32 // [Width]: the state token, constant over the steps
+	rtcS                []float32 // [Horizon]: RTC's per-row update strengths
 
 	att       tensor.Attention
 	attArgs   tensor.AttentionArgs
@@ -88,6 +89,7 @@ func (m *Model) NewDenoisePlan(sMax int) (*DenoisePlan, error) {
 	p.dec = make([]float32, H*c.HiddenSize)
 	p.vel = make([]float32, H*c.MaxActionDim)
 	p.x = make([]float32, H*c.MaxActionDim)
+	p.rtcS = make([]float32, H)
 	p.sHid = make([]float32, c.HiddenSize)
 	p.sFeat = make([]float32, W)
 	return p, nil
@@ -127,6 +129,15 @@ func (p *DenoisePlan) Use(embodiment int) error {
 // taps is non-nil (or the DiT installed by UseDiT allocates), and repeated
 // Runs on the same inputs are bit-identical.
 func (p *DenoisePlan) Run(actionPred, vl []float32, S int, imageMask, attnMask []bool, state, noise []float32, taps Tapper) error {
+	return p.RunRTC(actionPred, vl, S, imageMask, attnMask, state, noise, nil, taps)
+}
+
+// RunRTC is Run with real-time chunking when rtc is non-nil (see RTC;
+// validated here, errors wrap ErrInput): rows 0..Overlap−1 of the initial
+// x are the previous chunk's rows Horizon−Overlap..Horizon−1, and every
+// Euler step moves row i by (dt·v)·s_i instead of dt·v. Overlap = Frozen =
+// 0 is Run, bit for bit.
+func (p *DenoisePlan) RunRTC(actionPred, vl []float32, S int, imageMask, attnMask []bool, state, noise []float32, rtc *RTC, taps Tapper) error {
 	c := p.m.cfg
 	T, W, H, A, Bd := c.Tokens(), c.Width, c.Horizon, c.MaxActionDim, c.BackboneDim
 	switch {
@@ -144,6 +155,14 @@ func (p *DenoisePlan) Run(actionPred, vl []float32, S int, imageMask, attnMask [
 		return fmt.Errorf("%w: denoise: noise has %d values, want %d", ErrInput, len(noise), H*A)
 	case len(actionPred) < H*A:
 		return fmt.Errorf("%w: denoise: actionPred has %d values, want %d", ErrInput, len(actionPred), H*A)
+	}
+	if rtc != nil {
+		if err := rtc.Validate(H, A); err != nil {
+			return fmt.Errorf("denoise: %w", err)
+		}
+		if rtc.Overlap == 0 && rtc.Frozen == 0 {
+			rtc = nil // s ≡ 1: the plain sampler
+		}
 	}
 	if p.alt == nil && !p.m.HasDiT() {
 		return fmt.Errorf("%w: denoise: the model was loaded without its DiT and the plan has none (UseDiT)", ErrConfig)
@@ -172,6 +191,10 @@ func (p *DenoisePlan) Run(actionPred, vl []float32, S int, imageMask, attnMask [
 		taps.Tap(TapStateFeatures, -1, []int{1, W}, p.sFeat)
 	}
 	copy(p.x, noise[:H*A])
+	if rtc != nil {
+		copy(p.x[:rtc.Overlap*A], rtc.Prev[(rtc.Horizon-rtc.Overlap)*A:rtc.Horizon*A])
+		rtc.Strengths(p.rtcS)
+	}
 	dt := float32(1) / float32(c.NumSteps)
 	steps := c.NumSteps
 	if p.maxSteps > 0 {
@@ -214,8 +237,16 @@ func (p *DenoisePlan) Run(actionPred, vl []float32, S int, imageMask, attnMask [
 		if taps != nil {
 			taps.Tap(TapVelocity, s, []int{H, A}, p.vel)
 		}
+		if rtc == nil {
+			for i, v := range p.vel {
+				p.x[i] += dt * v
+			}
+			continue
+		}
 		for i, v := range p.vel {
-			p.x[i] += dt * v
+			// (dt·v)·s rounded, then added: upstream's order, no fused
+			// multiply-add (frozen rows get exactly +0).
+			p.x[i] += float32(float32(dt*v) * p.rtcS[i/A])
 		}
 	}
 	copy(actionPred, p.x)
