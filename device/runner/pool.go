@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -27,10 +28,12 @@ import (
 type Pool struct {
 	o       Options
 	layout  Layout
-	off     [7]int
+	off     [8]int
 	segSize int
 	factsMu sync.RWMutex
 	facts   device.Facts // Extra is replaced, never modified in place (factsMu)
+	impl    string       // runner[0]'s HELLO "runner"
+	rtc     bool         // every runner listed FeatureRTC at its start
 	workers []*worker
 	log     *slog.Logger
 
@@ -123,6 +126,11 @@ func Open(ctx context.Context, o Options) (*Pool, error) {
 	}
 	p.layout = h.Layout
 	p.off, p.segSize = h.Layout.offsets()
+	p.impl = h.Runner
+	p.rtc = true
+	for _, w := range p.workers {
+		p.rtc = p.rtc && slices.Contains(w.cur.hello.Features, FeatureRTC)
+	}
 	p.facts = h.Facts.device()
 	extra := maps.Clone(p.facts.Extra)
 	if extra == nil {
@@ -410,6 +418,17 @@ func (p *Pool) fill(seg *segment, in *device.Inputs) (*PredictBody, error) {
 		b.Noise = &sp
 	}
 	b.Output = Span{Offset: off[6], Count: l.ActionHorizon * l.ActionDim}
+	if r := in.RTC; r != nil {
+		if !p.rtc {
+			return nil, fmt.Errorf("%w: runner: rtc asked, but the runner (%s) does not list the feature %q in HELLO", device.ErrInput, p.impl, FeatureRTC)
+		}
+		sp, err := put("rtc prev", 7, len(r.Prev), l.ActionHorizon*l.ActionDim)
+		if err != nil {
+			return nil, err
+		}
+		copy(seg.f32(sp), r.Prev)
+		b.RTC = &RTCBody{Prev: sp, PrevRows: r.PrevRows, Horizon: r.Horizon, Overlap: r.Overlap, Frozen: r.Frozen, RampRate: r.RampRate}
+	}
 	return b, nil
 }
 

@@ -96,7 +96,8 @@ func (l Layout) Validate() error {
 		a, b int
 	}{{"max_patches × pixel_cols", l.MaxPatches, l.PixelCols}, {"max_seq", l.MaxSeq, 1}, {"max_seq", l.MaxSeq, 1},
 		{"3 × max_seq", 3, l.MaxSeq}, {"state_dim", l.StateDim, 1},
-		{"action_horizon × action_dim", l.ActionHorizon, l.ActionDim}, {"action_horizon × action_dim", l.ActionHorizon, l.ActionDim}} {
+		{"action_horizon × action_dim", l.ActionHorizon, l.ActionDim}, {"action_horizon × action_dim", l.ActionHorizon, l.ActionDim},
+		{"action_horizon × action_dim", l.ActionHorizon, l.ActionDim}} {
 		n, ok := bytes(t.a, t.b)
 		if ok {
 			total += (n + 63) &^ 63
@@ -110,8 +111,8 @@ func (l Layout) Validate() error {
 
 // SegmentSize is the shared-memory segment a request of this layout needs:
 // pixel_values first (at offset 0, so that an encoder can write it in
-// place), then input_ids, attention_mask, position_ids, state, noise and
-// the output action_pred, each 64-byte aligned.
+// place), then input_ids, attention_mask, position_ids, state, noise, the
+// output action_pred and the RTC previous chunk, each 64-byte aligned.
 func (l Layout) SegmentSize() int {
 	_, end := l.offsets()
 	return end
@@ -119,11 +120,11 @@ func (l Layout) SegmentSize() int {
 
 // offsets returns the fixed offsets of the tensors of a full-layout segment
 // (in order: pixel_values, input_ids, attention_mask, position_ids, state,
-// noise, output) and the segment size.
-func (l Layout) offsets() ([7]int, int) {
-	sizes := [7]int{l.MaxPatches * l.PixelCols, l.MaxSeq, l.MaxSeq, 3 * l.MaxSeq, l.StateDim,
-		l.ActionHorizon * l.ActionDim, l.ActionHorizon * l.ActionDim}
-	var off [7]int
+// noise, output, rtc prev) and the segment size.
+func (l Layout) offsets() ([8]int, int) {
+	sizes := [8]int{l.MaxPatches * l.PixelCols, l.MaxSeq, l.MaxSeq, 3 * l.MaxSeq, l.StateDim,
+		l.ActionHorizon * l.ActionDim, l.ActionHorizon * l.ActionDim, l.ActionHorizon * l.ActionDim}
+	var off [8]int
 	p := 0
 	for i, n := range sizes {
 		off[i] = p
@@ -160,6 +161,9 @@ type HelloBody struct {
 	PID      int    `json:"pid"`
 	Facts    Facts  `json:"facts"`
 	Layout   Layout `json:"layout"`
+	// Features lists the optional parts of the protocol the runner
+	// implements ("rtc"); a client never sends what a runner did not list.
+	Features []string `json:"features,omitempty"`
 }
 
 // AttachBody names a shared-memory segment (ATTACH, ATTACHED). Size is the
@@ -196,7 +200,25 @@ type PredictBody struct {
 	// TimeoutMS, when > 0, is the call's remaining deadline: the runner
 	// may stop the call past it (answering ERROR cancelled).
 	TimeoutMS int64 `json:"timeout_ms,omitempty"`
+	// RTC, when present, turns on real-time chunking (device.RTC); only
+	// sent to a runner whose HELLO lists the feature "rtc".
+	RTC *RTCBody `json:"rtc,omitempty"`
 }
+
+// RTCBody is device.RTC on the wire: the previous chunk [prev_rows,
+// action_dim] float32 at Prev in the segment, and the options under
+// upstream's names.
+type RTCBody struct {
+	Prev     Span    `json:"prev"`
+	PrevRows int     `json:"prev_rows"`
+	Horizon  int     `json:"action_horizon"`
+	Overlap  int     `json:"rtc_overlap_steps"`
+	Frozen   int     `json:"rtc_frozen_steps"`
+	RampRate float64 `json:"rtc_ramp_rate"`
+}
+
+// FeatureRTC is the HELLO feature of a runner that implements PREDICT's rtc.
+const FeatureRTC = "rtc"
 
 // StageNS is one stage's wall time in nanoseconds.
 type StageNS struct {
@@ -234,9 +256,9 @@ type msg struct {
 
 // Offsets returns the byte offsets of a full-layout segment's tensors, in
 // order pixel_values, input_ids, attention_mask, position_ids, state,
-// noise, output (the layout the Go client uses; any in-bounds spans are
-// valid on the wire).
-func (l Layout) Offsets() [7]int {
+// noise, output, rtc prev (the layout the Go client uses; any in-bounds
+// spans are valid on the wire).
+func (l Layout) Offsets() [8]int {
 	off, _ := l.offsets()
 	return off
 }

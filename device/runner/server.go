@@ -25,7 +25,8 @@ func Serve(ctx context.Context, c *net.UnixConn, b device.Backend, o ServeOption
 	}
 	s := &server{s: newSock(c), b: b, segs: map[uint32]*segment{}}
 	defer s.closeSegments()
-	hello := HelloBody{Protocol: ProtocolVersion, Runner: o.Runner, PID: os.Getpid(), Facts: wireFacts(b.Facts()), Layout: o.Layout}
+	hello := HelloBody{Protocol: ProtocolVersion, Runner: o.Runner, PID: os.Getpid(), Facts: wireFacts(b.Facts()), Layout: o.Layout,
+		Features: []string{FeatureRTC}}
 	if err := s.write(MsgHello, 0, hello); err != nil {
 		return fmt.Errorf("runner: hello: %w", err)
 	}
@@ -139,6 +140,12 @@ func (s *server) inputs(p *PredictBody) (*device.Inputs, *segment, error) {
 		sp   *Span
 	}{{"pixel_values", &p.PixelValues}, {"input_ids", &p.InputIDs}, {"attention_mask", p.AttentionMask},
 		{"position_ids", &p.PositionIDs}, {"state", &p.State}, {"noise", p.Noise}, {"output", &p.Output}}
+	if p.RTC != nil {
+		spans = append(spans, struct {
+			name string
+			sp   *Span
+		}{"rtc.prev", &p.RTC.Prev})
+	}
 	for _, x := range spans {
 		if x.sp == nil {
 			continue
@@ -155,6 +162,9 @@ func (s *server) inputs(p *PredictBody) (*device.Inputs, *segment, error) {
 	}
 	if p.Noise != nil {
 		in.Noise = seg.f32(*p.Noise)
+	}
+	if r := p.RTC; r != nil {
+		in.RTC = &device.RTC{Prev: seg.f32(r.Prev), PrevRows: r.PrevRows, Horizon: r.Horizon, Overlap: r.Overlap, Frozen: r.Frozen, RampRate: r.RampRate}
 	}
 	return in, seg, nil
 }

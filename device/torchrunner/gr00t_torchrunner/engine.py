@@ -159,7 +159,7 @@ class Engine:
 def hello(engine: Engine, pid: int) -> Dict[str, Any]:
     return {"protocol": 1, "runner": f"gr00t_torchrunner {__version__} (torch {torch.__version__}, "
                                      f"python {platform.python_version()})",
-            "pid": pid, "facts": engine.facts(), "layout": engine.layout()}
+            "pid": pid, "facts": engine.facts(), "layout": engine.layout(), "features": ["rtc"]}
 
 
 def cpu_name() -> Optional[str]:

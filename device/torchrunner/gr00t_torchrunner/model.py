@@ -61,6 +61,45 @@ class Inputs:
     attention_mask: Optional[torch.Tensor] = None  # [S], None: all ones
     noise: Optional[torch.Tensor] = None  # [horizon * action_dim] float32, None: drawn from seed
     seed: int = 0
+    rtc: Optional["RTC"] = None  # real-time chunking, None: the plain sampler
+
+
+@dataclass
+class RTC:
+    """Real-time chunking by inpainting, upstream N1.7's (shared/spec/rtc.md §1): rows 0..O-1 of the
+    initial x are prev's rows H-O..H-1; row i moves by (dt·v)·s_i, s = 0 below F, a ramp on F..O-1,
+    1 from O on. O = F = 0 is the plain sampler."""
+    prev: torch.Tensor  # [prev_rows, action_dim] float32, normalised action_pred of the previous chunk
+    horizon: int  # H: prev's unpadded horizon (action_horizon)
+    overlap: int  # O (rtc_overlap_steps)
+    frozen: int  # F (rtc_frozen_steps)
+    ramp_rate: float  # r (rtc_ramp_rate)
+
+    def check(self, horizon: int, action_dim: int) -> None:
+        rows = int(self.prev.shape[0]) if self.prev.dim() == 2 else -1
+        if self.prev.dim() != 2 or self.prev.shape[1] != action_dim or not 1 <= rows <= horizon:
+            raise InputError(f"rtc_prev_action is {list(self.prev.shape)}, want [1..{horizon}, {action_dim}]")
+        if not 1 <= self.horizon <= rows:
+            raise InputError(f"action_horizon {self.horizon} is outside 1..{rows} (the previous chunk's rows)")
+        if not 0 <= self.overlap <= self.horizon:
+            raise InputError(f"rtc_overlap_steps {self.overlap} is outside 0..action_horizon {self.horizon}")
+        if not 0 <= self.frozen <= self.overlap:
+            raise InputError(f"rtc_frozen_steps {self.frozen} is outside 0..rtc_overlap_steps {self.overlap}")
+        if not (math.isfinite(self.ramp_rate) and self.ramp_rate > 0):
+            raise InputError(f"rtc_ramp_rate {self.ramp_rate}: want a finite number > 0")
+        if not bool(torch.isfinite(self.prev).all()):
+            raise InputError("rtc_prev_action has non-finite values")
+
+    def strengths(self, rows: int) -> torch.Tensor:
+        """Each row's update strength [rows] (float32, CPU), with upstream's torch ops."""
+        s = torch.ones(rows)
+        s[: self.frozen] = 0
+        n = self.overlap - self.frozen + 2
+        if n > 2:
+            t = torch.linspace(0, 1, n)
+            g = (1 - torch.exp(-self.ramp_rate * t)) / torch.clamp(1 - torch.exp(-self.ramp_rate * t[-1]), min=1e-8)
+            s[self.frozen:self.overlap] = g[1:-1]
+        return s
 
 
 def randn(n: int, seed: int) -> torch.Tensor:
@@ -353,10 +392,12 @@ class Model:
     # ---- denoise ----
 
     def denoise(self, slot: int, text_rows: torch.Tensor, img_rows: torch.Tensor, state: torch.Tensor,
-                noise: torch.Tensor, taps: Taps = None, check: Callable[[], None] = lambda: None) -> torch.Tensor:
+                noise: torch.Tensor, taps: Taps = None, check: Callable[[], None] = lambda: None,
+                strength: Optional[torch.Tensor] = None) -> torch.Tensor:
         """The flow-matching loop: state encoder, then num_inference_timesteps Euler steps of action
         encoder + DiT + decoder from noise [H, A] (fp32); the cross-attention K/V of the VL rows are
-        projected once per request. Returns action_pred [H, A] in fp32."""
+        projected once per request. strength [H] (RTC, fp32): row i moves by (dt·v)·strength_i.
+        Returns action_pred [H, A] in fp32."""
         cfg, W, H = self.cfg, self.cfg.width, self.cfg.heads
         dt = self.dtype
         sf = self._cat("state_encoder.layer2", slot, F.relu(self._cat("state_encoder.layer1", slot, state.to(dt))))
@@ -389,7 +430,7 @@ class Model:
             shift, scale = self.out_mod[s]
             out = self._lin("model.proj_out_2", self._ln(z, W, None, None, 1e-6) * (1 + scale) + shift)
             v = self._cat("action_decoder.layer2", slot, F.relu(self._cat("action_decoder.layer1", slot, out[1:])))
-            x = x + step * v.float()
+            x = x + step * v.float() if strength is None else x + (step * v.float()) * strength[:, None]
         _tap(taps, "action_pred", x)
         return x
 
@@ -421,6 +462,8 @@ class Model:
             raise InputError(f"state has {inp.state.numel()} values, want {cfg.state_dim}")
         if inp.noise is not None and int(inp.noise.numel()) != cfg.horizon * cfg.action_dim:
             raise InputError(f"noise has {inp.noise.numel()} values, want {cfg.horizon}·{cfg.action_dim}")
+        if inp.rtc is not None:
+            inp.rtc.check(cfg.horizon, cfg.action_dim)
         if not 0 <= inp.embodiment_id < self.slots:
             raise InputError(f"embodiment_id {inp.embodiment_id} is outside the checkpoint's {self.slots} projector slots")
         n_img = int((inp.input_ids == cfg.image_token).sum())
@@ -465,7 +508,14 @@ class Model:
             pos = inp.position_ids.long().to(dev)
             state = inp.state.reshape(1, -1).float().to(dev)
             noise = inp.noise if inp.noise is not None else randn(cfg.horizon * cfg.action_dim, inp.seed)
-            noise = noise.reshape(cfg.horizon, cfg.action_dim).float().to(dev)
+            noise = noise.reshape(cfg.horizon, cfg.action_dim).float()
+            strength = None
+            rtc = inp.rtc
+            if rtc is not None and (rtc.overlap or rtc.frozen):
+                noise = noise.clone()
+                noise[: rtc.overlap] = rtc.prev[rtc.horizon - rtc.overlap:rtc.horizon]
+                strength = rtc.strengths(cfg.horizon).to(dev)
+            noise = noise.to(dev)
             slot = int(inp.embodiment_id)
 
             check()
@@ -492,12 +542,16 @@ class Model:
             done("adapter")
             check()
             text_rows, img_rows = vl.index_select(0, text_idx), vl.index_select(0, img_valid_idx)
-            if graphs is not None and taps is None:
+            if graphs is not None and taps is None and strength is None:
                 (x,) = graphs.run(("denoise", slot, text_rows.shape[0], img_rows.shape[0]),
                                   lambda tr, ir, s, nz: (self.denoise(slot, tr, ir, s, nz),),
                                   [text_rows, img_rows, state, noise])
+            elif graphs is not None and taps is None:
+                (x,) = graphs.run(("denoise_rtc", slot, text_rows.shape[0], img_rows.shape[0]),
+                                  lambda tr, ir, s, nz, g: (self.denoise(slot, tr, ir, s, nz, strength=g),),
+                                  [text_rows, img_rows, state, noise, strength])
             else:
-                x = self.denoise(slot, text_rows, img_rows, state, noise, taps, check)
+                x = self.denoise(slot, text_rows, img_rows, state, noise, taps, check, strength)
             out = x.float().cpu()
             done("denoise")
         return out, stages

@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import torch
 
 from . import wire
-from .model import Cancelled, InputError, Inputs
+from .model import RTC, Cancelled, InputError, Inputs
 from .shm import Segment, SpanError
 
 log = logging.getLogger("gr00t_torchrunner")
@@ -170,6 +170,18 @@ class Server:
         for name in ("attention_mask", "noise"):
             if p.get(name) is not None:
                 seg.check(name, p[name])
+        rtc = p.get("rtc")
+        if rtc is not None:
+            if not isinstance(rtc, dict):
+                raise InputError(f"rtc is not an object: {rtc!r}")
+            seg.check("rtc.prev", rtc.get("prev"))
+            for k in ("prev_rows", "action_horizon", "rtc_overlap_steps", "rtc_frozen_steps"):
+                if not isinstance(rtc.get(k), int):
+                    raise InputError(f"rtc.{k} {rtc.get(k)!r}: want an integer")
+            if not isinstance(rtc.get("rtc_ramp_rate"), (int, float)):
+                raise InputError(f"rtc.rtc_ramp_rate {rtc.get('rtc_ramp_rate')!r}: want a number")
+            if rtc["prev"]["count"] != rtc["prev_rows"] * L["action_dim"] or rtc["prev_rows"] < 1:
+                raise InputError(f"rtc.prev has {rtc['prev']['count']} values, want prev_rows {rtc['prev_rows']} × {L['action_dim']}")
         grids = p.get("image_grid_thw")
         if not isinstance(grids, list) or not all(isinstance(g, list) and len(g) == 3 and all(isinstance(v, int) for v in g)
                                                   for g in grids):
@@ -195,6 +207,10 @@ class Server:
             state=seg.view(p["state"], f32), embodiment_id=emb, seed=seed,
             attention_mask=None if p.get("attention_mask") is None else seg.view(p["attention_mask"], i32),
             noise=None if p.get("noise") is None else seg.view(p["noise"], f32))
+        if rtc is not None:
+            inp.rtc = RTC(prev=seg.view(rtc["prev"], f32).view(rtc["prev_rows"], L["action_dim"]),
+                          horizon=rtc["action_horizon"], overlap=rtc["rtc_overlap_steps"], frozen=rtc["rtc_frozen_steps"],
+                          ramp_rate=float(rtc["rtc_ramp_rate"]))
         return inp, seg, p["output"]
 
     def _predict(self, m: wire.Message) -> None:
