@@ -237,8 +237,8 @@ func backendOpener(cfg config.Config, log *slog.Logger) device.OpenFunc {
 		log.Info(fmt.Sprintf("Starting %d runner process(es): %s", cfg.Device.Runners, argv[0]))
 		return runner.Open(ctx, runner.Options{
 			Command: argv, Env: env, Backend: cfg.Backend, Device: o, Runners: cfg.Device.Runners,
-			// torch draws its own noise on CUDA (not torch's CPU randn):
-			// the gateway sends the Go backend's for the request's seed.
+			// torch's randn equals the Go backend's noise only on its CPU
+			// AVX2 kernel: the gateway sends the noise of the request's seed.
 			DrawNoise:    torch,
 			PingInterval: cfg.Device.RunnerPingInterval, PingTimeout: cfg.Device.RunnerPingTimeout,
 			CallGrace: cfg.Device.RunnerCallGrace, StartTimeout: cfg.Device.RunnerStartTimeout,
@@ -286,20 +286,21 @@ func checkBackend(ctx context.Context, l *config.Loaded, log *slog.Logger) error
 	}
 	o := torchOptions(cfg)
 	f, err := torchrunner.Probe(ctx, o.Python)
-	if err == nil && f.Torch == "" && l.Provenance[torchrunner.KeyPython].Layer == config.LayerDefault {
-		// The default python3 on PATH (a pyenv or venv one, say) has no
-		// torch: Debian's interpreter, where python3-torch installs it, is
-		// the one a fresh Debian host serves with.
-		if d, derr := torchrunner.Probe(ctx, debianPython); derr == nil && d.Torch != "" && d.Executable != f.Executable {
-			log.Info("torch runner: "+o.Python+" on PATH has no torch; using "+debianPython, "path_python", f.Executable, "torch_error", f.TorchError)
-			f, o.Python = d, debianPython
-			l.Config.Device.Torch.Python = debianPython
-		}
-	}
 	if err == nil {
 		err = o.Check(f)
 	}
 	var ke *torchrunner.KeyError
+	if errors.As(err, &ke) && ke.Key == torchrunner.KeyPython && l.Provenance[torchrunner.KeyPython].Layer == config.LayerDefault {
+		// The default python3 on PATH (a pyenv or venv one, say) cannot
+		// serve (no torch, too old): Debian's interpreter, where
+		// python3-torch installs it, is the one a fresh Debian host serves
+		// with.
+		if d, derr := torchrunner.Probe(ctx, debianPython); derr == nil && d.Executable != f.Executable && o.Check(d) == nil {
+			log.Info("torch runner: "+o.Python+" on PATH cannot serve; using "+debianPython, "path_python", f.Executable, "reason", ke.Err.Error())
+			f, o.Python, err = d, debianPython, nil
+			l.Config.Device.Torch.Python = debianPython
+		}
+	}
 	if errors.As(err, &ke) {
 		return &config.KeyError{Key: ke.Key, Source: l.Provenance[ke.Key].String(), Err: ke.Err}
 	}

@@ -215,7 +215,7 @@ func TestE2ETorchRunner(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(shadow, "python3"), []byte("#!/bin/sh\nexec "+debianTorch+" -S \"$@\"\n"), 0o755))
 	t.Setenv("PATH", shadow+string(os.PathListSeparator)+os.Getenv("PATH"))
 	g := startGateway(t, bin, plugins, "--backend", "torch", "--torch-device", "cpu")
-	assert.Contains(t, fileTail(g.stderr, 1<<20), "has no torch; using "+debianTorch)
+	assert.Contains(t, fileTail(g.stderr, 1<<20), "on PATH cannot serve; using "+debianTorch)
 	client := &http.Client{Timeout: 60 * time.Second}
 	demo := getDemo(t, g)
 	golden := func(body []byte, want map[string][][]float64) {

@@ -107,7 +107,13 @@ func Extract() (string, error) {
 	} else {
 		tried = append(tried, err.Error())
 	}
-	dir, err := ExtractIn(filepath.Join(os.TempDir(), "gr00tgw"))
+	// The shared temporary directory: a directory of this user's own, 0700,
+	// so that another user cannot plant files (sitecustomize.py) there.
+	tmp := filepath.Join(os.TempDir(), fmt.Sprintf("gr00tgw-%d", os.Getuid()))
+	if err := privateDir(tmp); err != nil {
+		return "", fmt.Errorf("torchrunner: %w (and the user cache: %s)", err, strings.Join(tried, "; "))
+	}
+	dir, err := ExtractIn(tmp)
 	if err != nil {
 		return "", fmt.Errorf("%w (and the user cache: %s)", err, strings.Join(tried, "; "))
 	}
@@ -156,6 +162,22 @@ func ExtractIn(base string) (string, error) {
 // intact reports whether dir holds exactly the embedded files' content
 // (false when it does not exist). A copy that differs is moved aside (and
 // removed) so that install can put a good one in its place.
+// privateDir makes dir (0700) or checks that it is this user's and closed to
+// others.
+func privateDir(dir string) error {
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	st, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if !st.IsDir() || st.Mode().Perm()&0o077 != 0 || !ownedByMe(st) {
+		return fmt.Errorf("%s is not a private directory of this user (mode %v): remove it or set XDG_CACHE_HOME", dir, st.Mode())
+	}
+	return nil
+}
+
 func intact(dir string) (bool, error) {
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		return false, nil
@@ -285,12 +307,15 @@ func Env(dir string, environ []string) []string {
 			if old := strings.TrimPrefix(kv, "PYTHONPATH="); old != "" {
 				pp = dir + string(os.PathListSeparator) + old
 			}
-		case strings.HasPrefix(kv, "PYTHONUNBUFFERED="):
+		case strings.HasPrefix(kv, "PYTHONUNBUFFERED="), strings.HasPrefix(kv, "PYTHONSAFEPATH="):
 		default:
 			env = append(env, kv)
 		}
 	}
-	return append(env, "PYTHONPATH="+pp, "PYTHONUNBUFFERED=1")
+	// PYTHONSAFEPATH (Python ≥ 3.11; ignored before): `python -m` would
+	// otherwise put the gateway's working directory first on sys.path, and a
+	// gr00t_torchrunner/ or torch/ there would shadow the real ones.
+	return append(env, "PYTHONPATH="+pp, "PYTHONUNBUFFERED=1", "PYTHONSAFEPATH=1")
 }
 
 // ParseDevice splits a device name: "cpu" → ("cpu", -1), "cuda" →

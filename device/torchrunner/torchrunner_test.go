@@ -9,6 +9,7 @@ package torchrunner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -195,10 +196,10 @@ func TestCommandAndEnv(t *testing.T) {
 	argv, env := Options{Python: "/usr/bin/python3", Device: "cuda:1", Dtype: "bf16", Compile: true, CUDAGraphs: true}.Command("/c/tr",
 		[]string{"HOME=/root", "PYTHONPATH=/opt/site", "PYTHONUNBUFFERED=0"})
 	assert.Equal(t, []string{"/usr/bin/python3", "-B", "-m", "gr00t_torchrunner", "--device", "cuda:1", "--dtype", "bf16", "--compile", "--cuda-graphs", "on"}, argv)
-	assert.Equal(t, []string{"HOME=/root", "PYTHONPATH=/c/tr:/opt/site", "PYTHONUNBUFFERED=1"}, env)
+	assert.Equal(t, []string{"HOME=/root", "PYTHONPATH=/c/tr:/opt/site", "PYTHONUNBUFFERED=1", "PYTHONSAFEPATH=1"}, env)
 	argv, env = Options{}.Command("/c/tr", []string{})
 	assert.Equal(t, []string{"python3", "-B", "-m", "gr00t_torchrunner", "--device", "cuda", "--dtype", "auto", "--cuda-graphs", "off"}, argv)
-	assert.Equal(t, []string{"PYTHONPATH=/c/tr", "PYTHONUNBUFFERED=1"}, env)
+	assert.Equal(t, []string{"PYTHONPATH=/c/tr", "PYTHONUNBUFFERED=1", "PYTHONSAFEPATH=1"}, env)
 }
 
 // forget drops this process's memory of extractions (as a new process).
@@ -265,8 +266,18 @@ func TestExtract(t *testing.T) {
 	t.Setenv("TMPDIR", tmp)
 	dir, err = Extract()
 	require.NoError(t, err)
-	assert.Equal(t, filepath.Join(tmp, "gr00tgw", "torchrunner-"+sum[:12]), dir)
+	private := filepath.Join(tmp, fmt.Sprintf("gr00tgw-%d", os.Getuid()))
+	assert.Equal(t, filepath.Join(private, "torchrunner-"+sum[:12]), dir)
 	checkTree(t, dir)
+	st, err := os.Stat(private)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o700), st.Mode().Perm(), "this user's own directory under the shared TMPDIR")
+	forget()
+
+	// A directory others may write to is refused, not used.
+	require.NoError(t, os.Chmod(private, 0o777))
+	_, err = Extract()
+	assert.ErrorContains(t, err, "is not a private directory of this user")
 	forget()
 }
 

@@ -95,9 +95,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 3
     log.info("runner ready on %s (%s) in %.1f s: load %.1f s, warm-up %.1f s", eng.device,
              eng.facts()["policy"], time.perf_counter() - t0, eng.load_s, eng.warmup_s)
-    code = Server(conn, eng.predict, engine.hello(eng, os.getpid()), eng.device, eng.changed_facts).serve()
+    code = Server(conn, eng.predict, engine.hello(eng, os.getpid()), eng.device, eng.changed_facts, eng.fatal).serve()
     log.info("runner %s", "closed" if code == 0 else "exiting: client went away")
-    return code
+    logging.shutdown()
+    sys.stderr.flush()
+    os._exit(code)  # no interpreter teardown (CUDA, compile workers) inside the gateway's CLOSE deadline
 
 
 if __name__ == "__main__":

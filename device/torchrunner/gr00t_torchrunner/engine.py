@@ -89,11 +89,27 @@ class Engine:
         self._reported = (tuple(self.graphs.facts()["captured"]), tuple(self.graphs.facts()["eager"]))
 
     def _compile(self) -> None:
+        """torch.compile the denoise loop without its per-request arguments (the cancellation check,
+        taps): a closure that changes every call would fail the guards and recompile each time.
+        Shapes that vary with the prompt are compiled dynamically after their first change."""
         if not hasattr(torch, "compile"):
             raise SetupError(f"--compile: torch {torch.__version__} has no torch.compile (needs torch ≥ 2.0)")
         m = self.model
-        m.denoise = torch.compile(m.denoise, dynamic=False)  # type: ignore[method-assign]
-        m.adapter = torch.compile(m.adapter, dynamic=False)  # type: ignore[method-assign]
+        eager = m.denoise
+
+        def core(slot: int, text: torch.Tensor, img: torch.Tensor, state: torch.Tensor, noise: torch.Tensor,
+                 strength: Optional[torch.Tensor]) -> torch.Tensor:
+            return eager(slot, text, img, state, noise, strength=strength)
+
+        compiled = torch.compile(core)
+
+        def denoise(slot, text, img, state, noise, taps=None, check=lambda: None, strength=None):  # type: ignore[no-untyped-def]
+            if taps is not None:
+                return eager(slot, text, img, state, noise, taps, check, strength)
+            check()
+            return compiled(slot, text, img, state, noise, strength)
+
+        m.denoise = denoise  # type: ignore[method-assign]
         self.compiled = True
 
     def _warmup(self) -> None:
@@ -115,7 +131,19 @@ class Engine:
             raise SetupError("warm-up: action_pred is not finite (a broken checkpoint?)")
 
     def predict(self, inp: Inputs, check: Callable[[], None]) -> Tuple[torch.Tensor, List[Tuple[str, int]]]:
+        if self.device.type == "cuda":  # the current device is per thread: the worker's is cuda:0
+            torch.cuda.set_device(self.device)
         return self.model.predict(inp, check=check, graphs=self.graphs if self.graphs.enabled else None)
+
+    def fatal(self, e: BaseException) -> bool:
+        """A CUDA error that leaves the context unusable (not out of memory): every later call would
+        fail too, so the runner exits and the gateway starts a new one."""
+        if self.device.type != "cuda":
+            return False
+        text = str(e)
+        if "out of memory" in text:
+            return False
+        return type(e).__name__ == "AcceleratorError" or "CUDA error" in text or "device-side assert" in text
 
     def changed_facts(self) -> Optional[Dict[str, Any]]:
         """The facts that changed since the last call (the CUDA graphs captured or left eager),

@@ -1,13 +1,17 @@
 """CUDA graphs per stage and layout, with an eager fallback that never fails a request.
 
-A stage function f(*inputs) -> tuple of tensors is captured once per key (the stage and the shapes
-that fix its kernels: the image grids, the sequence length, the projector slot, ...). The first call
-of a key runs f eagerly on a side stream — that run answers the request and is the warm-up that
-capture needs — and then captures it; later calls copy the inputs into the graph's static buffers
-and replay it. A capture that fails leaves that key eager for good (logged once). Keys are kept
-up to max_keys per stage, the oldest released first.
+A stage function f(*inputs) -> tuple of tensors is captured per key (the stage and the shapes that
+fix its kernels: the image grids, the sequence length, the projector slot, ...). A key runs eagerly
+the first time it is seen; the second time, that eager run (on a side stream: the warm-up capture
+needs) answers the request, and f is captured on the runner's device and replayed once on the same
+inputs: a replay that is not bit-identical to the eager run leaves the key eager for good, as does
+a capture that fails (both logged, and listed in facts()). Later calls copy the inputs into the
+graph's static buffers and replay it. Tensors a graph reads that are not its inputs (cached tables)
+are kept alive with it. At most max_keys keys are kept per stage, the least recently used released
+first; at most max_keys failures are remembered per stage.
 
-Not safe for concurrent use: the runner serves one prediction at a time.
+Not safe for concurrent use: the runner serves one prediction at a time, from one worker thread
+(which must have made the device current: torch.cuda.set_device).
 """
 from __future__ import annotations
 
@@ -24,8 +28,9 @@ Fn = Callable[..., Tuple[torch.Tensor, ...]]
 
 
 class _Captured:
-    def __init__(self, graph: "torch.cuda.CUDAGraph", inputs: List[torch.Tensor], outputs: Tuple[torch.Tensor, ...]):
-        self.graph, self.inputs, self.outputs = graph, inputs, outputs
+    def __init__(self, graph: "torch.cuda.CUDAGraph", inputs: List[torch.Tensor], outputs: Tuple[torch.Tensor, ...],
+                 keep: Sequence[torch.Tensor]):
+        self.graph, self.inputs, self.outputs, self.keep = graph, inputs, outputs, list(keep)
 
 
 class Graphs:
@@ -37,16 +42,18 @@ class Graphs:
         self.enabled = enabled and device.type == "cuda"
         self.max_keys = max_keys
         self.captured: "OrderedDict[Key, _Captured]" = OrderedDict()
-        self.failed: Dict[Key, str] = {}
-        self.replays = 0
+        self.failed: "OrderedDict[Key, str]" = OrderedDict()
+        self.seen: "OrderedDict[Key, None]" = OrderedDict()
 
     def facts(self) -> Dict[str, object]:
-        """What /info shows: whether graphs are on, the keys captured and those left eager."""
+        """What /info shows: whether graphs are on, the keys captured and those left eager (bounded)."""
         return {"enabled": self.enabled, "captured": [repr(k) for k in self.captured],
                 "eager": {repr(k): v for k, v in self.failed.items()}}
 
-    def run(self, key: Key, fn: Fn, inputs: Sequence[torch.Tensor]) -> Tuple[torch.Tensor, ...]:
-        """fn(*inputs), from a captured graph when one exists for key."""
+    def run(self, key: Key, fn: Fn, inputs: Sequence[torch.Tensor],
+            keep: Sequence[torch.Tensor] = ()) -> Tuple[torch.Tensor, ...]:
+        """fn(*inputs), from a captured graph when one exists for key. keep: tensors fn reads besides
+        its inputs (kept alive as long as the graph)."""
         if not self.enabled or key in self.failed:
             return tuple(fn(*inputs))
         c = self.captured.get(key)
@@ -55,9 +62,13 @@ class Graphs:
             for dst, src in zip(c.inputs, inputs):
                 dst.copy_(src)
             c.graph.replay()
-            self.replays += 1
             return c.outputs
-        # First sight: the eager run on a side stream answers and warms up, then capture.
+        if key not in self.seen:  # first sight: eager; a layout seen once is not worth a capture
+            self.seen[key] = None
+            _trim(self.seen, key[0], 4 * self.max_keys)
+            return tuple(fn(*inputs))
+        del self.seen[key]
+        # Second sight: the eager run on a side stream answers and warms up, then capture.
         side = torch.cuda.Stream(device=self.device)
         side.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(side):
@@ -66,16 +77,25 @@ class Graphs:
         try:
             static = [t.clone() for t in inputs]
             g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g):
+            with torch.cuda.graph(g, stream=torch.cuda.Stream(device=self.device)):
                 outs = tuple(fn(*static))
+            g.replay()
             torch.cuda.synchronize(self.device)
+            if len(outs) != len(out) or not all(torch.equal(a, b) for a, b in zip(outs, out)):
+                raise RuntimeError("the captured graph's replay differs from the eager run")
         except Exception as e:  # noqa: BLE001 — any capture failure: stay eager for this key
-            self.failed[key] = f"{type(e).__name__}: {e}"[:300]
-            log.warning("cuda graph capture failed, running eagerly", extra={"key": repr(key), "err": self.failed[key]})
+            self.failed[key] = f"{type(e).__name__}: {e}"[:200]
+            _trim(self.failed, key[0], self.max_keys)
+            log.warning("cuda graph of %r left eager: %s", key, self.failed.get(key, ""))
             torch.cuda.synchronize(self.device)
             return out
-        self.captured[key] = _Captured(g, static, outs)
-        while len([k for k in self.captured if k[0] == key[0]]) > self.max_keys:
-            oldest = next(k for k in self.captured if k[0] == key[0])
-            del self.captured[oldest]
+        self.captured[key] = _Captured(g, static, outs, keep)
+        _trim(self.captured, key[0], self.max_keys)
         return out
+
+
+def _trim(d: "OrderedDict", stage: object, n: int) -> None:
+    """Drops the oldest entries of d whose key is of stage until n remain."""
+    keys = [k for k in d if k[0] == stage]
+    for k in keys[: max(0, len(keys) - n)]:
+        del d[k]

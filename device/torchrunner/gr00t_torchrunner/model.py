@@ -203,15 +203,24 @@ class Model:
 
     def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                 mask: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """softmax(q kᵀ / √d) v over [..., L, d]; mask (bool, True = attend) broadcasts to the scores."""
-        if HAS_SDPA and q.device.type == "cuda":  # fused kernels accumulate in fp32
-            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-        if q.dtype != torch.float32:  # scores rounded to bf16 would cost ~1e-3 of PCC per block
+        """softmax(q kᵀ / √d) v over [..., L, d]; mask (bool, True = attend) broadcasts to the scores.
+        A query row with no key to attend to gets zeros (as the Go backend; softmax would give NaN)."""
+        if HAS_SDPA and q.device.type == "cuda":
+            # The fused kernels (which accumulate in fp32) want 4-D [batch, heads, L, d].
+            extra = 4 - q.dim()
+            q4, k4, v4 = (t.reshape((1,) * extra + tuple(t.shape)) for t in (q, k, v))
+            m4 = None if mask is None else mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))
+            o = F.scaled_dot_product_attention(q4, k4, v4, attn_mask=m4).reshape(q.shape[:-1] + v.shape[-1:])
+        elif q.dtype != torch.float32:  # scores rounded to bf16 would cost ~1e-3 of PCC per block
             return self._attend(q.float(), k.float(), v.float(), mask).to(q.dtype)
-        s = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+        else:
+            s = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+            if mask is not None:
+                s = s.masked_fill(~mask, float("-inf"))
+            o = s.softmax(-1) @ v
         if mask is not None:
-            s = s.masked_fill(~mask, float("-inf"))
-        return s.softmax(-1) @ v
+            o = torch.where(mask.any(-1)[..., None], o, torch.zeros((), dtype=o.dtype, device=o.device))
+        return o
 
     def _mha(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads: int) -> torch.Tensor:
         T, D = q.shape
@@ -501,6 +510,8 @@ class Model:
             img_idx = img_cpu.nonzero().flatten().to(dev)
             text_idx = (~img_cpu & valid_cpu).nonzero().flatten().to(dev)
             img_valid_idx = (img_cpu & valid_cpu).nonzero().flatten().to(dev)
+            if text_idx.numel() == 0 or img_valid_idx.numel() == 0:  # upstream would produce NaN
+                raise InputError(f"denoise: no valid {'text' if text_idx.numel() == 0 else 'image'} token to attend to")
             pix = inp.pixel_values.to(dev, dt, non_blocking=False)
             grids = [tuple(int(v) for v in g) for g in inp.grids]
             ids = ids_cpu.to(dev)
@@ -520,7 +531,8 @@ class Model:
 
             check()
             if graphs is not None and taps is None:
-                outs = graphs.run(("vision", tuple(grids)), lambda p: self._vision_flat(p, grids), [pix])
+                outs = graphs.run(("vision", tuple(grids)), lambda p: self._vision_flat(p, grids), [pix],
+                                  keep=self.vision_tables(grids)[:3])
                 emb, deep = outs[0], list(outs[1:])
             else:
                 emb, deep = self.vision(pix, grids, taps, check)

@@ -139,7 +139,7 @@ class Checkpoint:
     def close(self) -> None:
         for f in self.files:
             if f.mm is not None:
-                try:
+                try:  # tensors from tensor() must have been converted (copied) by now
                     f.mm.close()
-                except BufferError:  # a view is still alive; the GC closes it
+                except BufferError:
                     pass

@@ -9,6 +9,7 @@ says so with the device's figures. The server owns its segments; the engine is b
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -50,11 +51,15 @@ class Server:
 
     def __init__(self, conn: wire.Conn, predict: PredictFn, hello: Dict[str, Any],
                  device: Optional[torch.device] = None,
-                 changed_facts: Callable[[], Optional[Dict[str, Any]]] = lambda: None) -> None:
+                 changed_facts: Callable[[], Optional[Dict[str, Any]]] = lambda: None,
+                 fatal: Callable[[BaseException], bool] = lambda e: False,
+                 exit: Callable[[int], None] = os._exit) -> None:
         """changed_facts, called after each prediction, returns the HELLO facts.extra keys that
-        changed since it was last called (sent as RESULT's extra), or None."""
+        changed since it was last called (sent as RESULT's extra), or None. fatal(e) says whether
+        a prediction's exception leaves the device unusable (a sticky CUDA error): the request is
+        answered ERROR device, then the process exits(1) so that the gateway starts a new runner."""
         self.conn, self.predict_fn, self.hello, self.device = conn, predict, hello, device
-        self.changed_facts = changed_facts
+        self.changed_facts, self.fatal, self.exit = changed_facts, fatal, exit
         self.layout: Dict[str, int] = hello["layout"]
         self.segs: Dict[int, Segment] = {}
         self._mu = threading.Lock()
@@ -73,8 +78,8 @@ class Server:
     def serve(self) -> int:
         """Runs until CLOSE (returns 0) or until the client goes away or breaks the transport
         (returns 1). The prediction in flight is stopped and awaited before it returns."""
-        self.conn.send(wire.HELLO, 0, self.hello)
         try:
+            self.conn.send(wire.HELLO, 0, self.hello)
             while True:
                 try:
                     m = self.conn.recv()
@@ -108,6 +113,9 @@ class Server:
                 else:
                     wire.close_fd(m.fd)
                     self._error(m.id, wire.KIND_PROTOCOL, f"unknown message type {m.typ}")
+        except OSError as e:  # a reply that cannot be sent: the client is gone
+            log.info("client went away: %s", e)
+            return 1
         finally:
             self._stop()
             for s in self.segs.values():
@@ -128,7 +136,7 @@ class Server:
             sid, size = body["segment"], body["size"]
             if not isinstance(sid, int) or not isinstance(size, int):
                 raise TypeError("segment and size must be integers")
-        except (ValueError, KeyError, TypeError) as e:
+        except Exception as e:  # noqa: BLE001 — any malformed body (deep nesting included) is the client's
             wire.close_fd(m.fd)
             self._error(m.id, wire.KIND_PROTOCOL, f"runner: ATTACH body: {e}")
             return
@@ -218,12 +226,12 @@ class Server:
             p = m.json()
             if not isinstance(p, dict):
                 raise ValueError("body is not a JSON object")
-        except ValueError as e:
-            self._error(m.id, wire.KIND_PROTOCOL, f"runner: PREDICT body: {e}")
+        except Exception as e:  # noqa: BLE001 — any malformed body (deep nesting included) is the client's
+            self._error(m.id, wire.KIND_PROTOCOL, f"runner: PREDICT body: {type(e).__name__}: {e}"[:1000])
             return
         try:
             inp, seg, out_span = self._inputs(p)
-        except (InputError, SpanError, KeyError, TypeError, RuntimeError) as e:
+        except Exception as e:  # noqa: BLE001 — spans, types, overflows: all the request's
             self._error(m.id, wire.KIND_INPUT, f"device: input outside the served layout: {e}")
             return
         with self._mu:
@@ -238,7 +246,9 @@ class Server:
             self._error(m.id, wire.KIND_PROTOCOL, f"runner: PREDICT {m.id} while PREDICT {cur} runs (batch 1)")
             return
         timeout = p.get("timeout_ms") or 0
-        deadline = time.monotonic() + timeout / 1000 if isinstance(timeout, int) and timeout > 0 else None
+        deadline = None
+        if isinstance(timeout, int) and timeout > 0:
+            deadline = time.monotonic() + min(timeout, 10 ** 9) / 1000
         if self._worker is not None:
             self._worker.join()
         self._worker = threading.Thread(target=self._run, args=(m.id, inp, seg, out_span, deadline),
@@ -272,9 +282,22 @@ class Server:
             msg = _oom_message(e, self.device) or f"torch runner: {type(e).__name__}: {e}"
             log.error("predict %d failed: %s", mid, msg, exc_info=not isinstance(e, RuntimeError))
             typ, body = wire.ERROR, {"kind": wire.KIND_DEVICE, "message": msg[:4000]}
+            if self.fatal(e):
+                self._send(typ, mid, body)
+                log.error("the device is unusable after this error: exiting for a new runner")
+                self.exit(1)
+                return
         with self._mu:  # idle before the answer: the client may send the next request at once
             self._busy = False
+        self._send(typ, mid, body)
+
+    def _send(self, typ: int, mid: int, body: Optional[Dict[str, Any]]) -> None:
+        """Sends an answer; one too large for the socket is sent again without its extra."""
         try:
             self.conn.send(typ, mid, body)
         except OSError as e:
+            if body and body.pop("extra", None) is not None:
+                log.warning("answer to %d with its extra not sent (%s): sending it without", mid, e)
+                self._send(typ, mid, body)
+                return
             log.info("answer to %d not sent: %s", mid, e)

@@ -48,7 +48,10 @@ class Segment:
         return torch.frombuffer(self.mm, dtype=dtype, count=sp["count"], offset=sp["offset"])
 
     def close(self) -> None:
+        """Unmaps the segment. Views made by view() must be gone: torch.frombuffer keeps only a
+        reference, so a view touched after close faults. The server closes a segment only when no
+        prediction uses it (ATTACH while busy is refused; serve joins the worker first)."""
         try:
             self.mm.close()
-        except BufferError:  # a view still exists; the mapping goes with it
+        except BufferError:
             pass

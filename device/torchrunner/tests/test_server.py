@@ -10,6 +10,7 @@ import json
 import socket
 import struct
 import threading
+import time
 import unittest
 
 import torch
@@ -29,9 +30,9 @@ def hello() -> dict:
 
 
 class InProcess(unittest.TestCase):
-    def start(self, predict):
+    def start(self, predict, **kw):
         a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        srv = Server(wire.Conn(b), predict, hello())
+        srv = Server(wire.Conn(b), predict, hello(), **kw)
         self.code = None
 
         def run():
@@ -86,6 +87,31 @@ class InProcess(unittest.TestCase):
                 self.assertIn(text, got["message"])
                 a.send(HDR.pack(b"GRNR", wire.PING, 3))  # still serving
                 self.assertEqual(HDR.unpack_from(a.recv(1 << 21))[1:], (wire.PONG, 3))
+
+    def test_fatal_device_error_exits_after_answering(self) -> None:
+        exits = []
+
+        def fail(inp, check):
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        a, _ = self.start(fail, fatal=lambda e: "CUDA error" in str(e), exit=exits.append)
+        got = self.attach_and_predict(a)
+        self.assertEqual((got["type"], got["kind"]), (wire.ERROR, "device"))
+        self.assertIn("illegal memory access", got["message"])
+        for _ in range(500):  # the worker exits just after answering
+            if exits:
+                break
+            time.sleep(0.01)
+        self.assertEqual(exits, [1], "the runner exits so that the gateway starts a new one")
+
+    def test_malformed_bodies(self) -> None:
+        a, _ = self.start(lambda inp, check: None)
+        deep = b"[" * 100000 + b"]" * 100000
+        a.send(HDR.pack(b"GRNR", wire.PREDICT, 5) + deep)
+        data = a.recv(1 << 21)
+        self.assertEqual(HDR.unpack_from(data)[1:], (wire.ERROR, 5))
+        self.assertEqual(json.loads(data[HDR.size:])["kind"], "protocol")
+        a.send(HDR.pack(b"GRNR", wire.PING, 6))  # still serving
+        self.assertEqual(HDR.unpack_from(a.recv(1 << 21))[1:], (wire.PONG, 6))
 
     def test_result_written_at_output(self) -> None:
         def ok(inp, check):
