@@ -171,7 +171,8 @@ type fakeBackend struct {
 	gate     chan struct{} // when set, Predict waits for it to close
 	mu       sync.Mutex
 	lastSeed uint64
-	inf      bool // action_pred[0][1] is +Inf
+	lastRTC  *device.RTC // the last call's RTC (a copy of the struct)
+	inf      bool        // action_pred[0][1] is +Inf
 }
 
 // fakePred is the backend's deterministic output: the noise itself when
@@ -206,6 +207,12 @@ func (b *fakeBackend) Predict(ctx context.Context, in *device.Inputs) (*device.R
 	}
 	b.mu.Lock()
 	b.lastSeed = in.Seed
+	b.lastRTC = nil
+	if in.RTC != nil {
+		c := *in.RTC
+		c.Prev = append([]float32(nil), c.Prev...)
+		b.lastRTC = &c
+	}
 	b.mu.Unlock()
 	if b.gate != nil {
 		select {

@@ -350,6 +350,13 @@ func (s *Server) predictOnce(ctx context.Context, deps *Deps, e *entry, r *Reque
 		resp.Seed = &seed
 	}
 	trace.SpanFromContext(ctx).SetAttributes(attribute.Int("seq_len", enc.SeqLen), attribute.String("noise.source", resp.NoiseSource))
+	if o := r.Options; r.RTCPrev != nil && o != nil { // validated
+		in.RTC = &device.RTC{Prev: r.RTCPrev, PrevRows: r.RTCPrevRows, Horizon: *o.Horizon, Overlap: *o.Overlap,
+			Frozen: *o.Frozen, RampRate: *o.RampRate}
+		resp.RTC = &RTCReport{Horizon: *o.Horizon, Overlap: *o.Overlap, Frozen: *o.Frozen, RampRate: *o.RampRate, Source: "request"}
+		trace.SpanFromContext(ctx).SetAttributes(attribute.Int("rtc.overlap", *o.Overlap), attribute.Int("rtc.frozen", *o.Frozen),
+			attribute.Float64("rtc.ramp_rate", *o.RampRate), attribute.String("rtc.source", "request"))
+	}
 
 	// queue + device.
 	t0 = time.Now()

@@ -24,7 +24,20 @@ const (
 	fieldNoise            = "noise"
 	fieldStateDtype       = "state_dtype"
 	fieldReturnNormalized = "return_normalized"
+	fieldOptions          = "options"
+	fieldRTCPrev          = "rtc_prev_action"
 )
+
+// Real-time chunking options, upstream's names (PolicyClient.get_action's
+// options; ../shared/spec/rtc.md §3).
+const (
+	optHorizon  = "action_horizon"
+	optOverlap  = "rtc_overlap_steps"
+	optFrozen   = "rtc_frozen_steps"
+	optRampRate = "rtc_ramp_rate"
+)
+
+var rtcOptionKeys = []string{optHorizon, optOverlap, optFrozen, optRampRate}
 
 // instructionAliases are the accepted names of the instruction field, in
 // the order the reference server documents them.
@@ -71,6 +84,20 @@ type Request struct {
 	StateDtype string
 	// ReturnNormalized asks for action_pred_normalized and action_pred_valid_hd.
 	ReturnNormalized bool
+	// Options are the request's options (only the RTC keys are known);
+	// nil when it sent none.
+	Options *RTCOptions
+	// RTCPrev is the previous chunk a stateless client sends for real-time
+	// chunking (normalised, [RTCPrevRows, action_dim] flattened); nil: none.
+	RTCPrev     []float32
+	RTCPrevRows int
+}
+
+// RTCOptions are the real-time chunking options a request sent (nil: not
+// sent); validate checks them against the previous chunk and the model.
+type RTCOptions struct {
+	Horizon, Overlap, Frozen *int
+	RampRate                 *float64
 }
 
 // maxBodyValues bounds the values (numbers, strings, array and map
@@ -158,7 +185,7 @@ func parseRequest(v any) (*Request, error) {
 	}
 	known := map[string]bool{
 		fieldImages: true, fieldState: true, fieldEmbodiment: true, fieldSeed: true, fieldNoise: true,
-		fieldStateDtype: true, fieldReturnNormalized: true,
+		fieldStateDtype: true, fieldReturnNormalized: true, fieldOptions: true, fieldRTCPrev: true,
 	}
 	for _, a := range instructionAliases {
 		known[a] = true
@@ -297,6 +324,23 @@ func parseRequest(v any) (*Request, error) {
 			return nil, schemaError(fieldReturnNormalized, "return_normalized: expected a boolean, got %s", typeName(x))
 		}
 		r.ReturnNormalized = b
+	}
+	if x, ok := top[fieldOptions]; ok && x != nil {
+		o, err := parseOptions(x)
+		if err != nil {
+			return nil, err
+		}
+		r.Options = o
+	}
+	if x, ok := top[fieldRTCPrev]; ok && x != nil {
+		vals, shape, err := parseMatrix(x, fieldRTCPrev)
+		if err != nil {
+			return nil, err
+		}
+		if len(shape) != 2 {
+			return nil, invalid(fieldRTCPrev, "rtc_prev_action: expected [rows, action_dim], got shape %v", shape)
+		}
+		r.RTCPrev, r.RTCPrevRows = vals, shape[0]
 	}
 	if x, ok := top[fieldSeed]; ok && x != nil {
 		seed, err := parseSeed(x)
@@ -490,37 +534,120 @@ func parseSeed(x any) (uint64, error) {
 // parseNoise accepts [H][D] or [1][H][D] numbers; the shape is checked
 // against the model later (validate).
 func parseNoise(r *Request, x any) error {
+	vals, shape, err := parseMatrix(x, fieldNoise)
+	if err != nil {
+		return err
+	}
+	r.Noise, r.NoiseShape = vals, shape
+	return nil
+}
+
+// parseOptions reads a request's options: the RTC keys under upstream's
+// names, integers for the steps, a number for the ramp rate; any other key
+// is refused, naming it.
+func parseOptions(x any) (*RTCOptions, error) {
+	m, err := asObject(x, fieldOptions)
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	o := &RTCOptions{}
+	for _, k := range keys {
+		v, field := m[k], fieldOptions+"."+k
+		switch k {
+		case optHorizon, optOverlap, optFrozen:
+			n, err := integer(v, field)
+			if err != nil {
+				return nil, err
+			}
+			switch k {
+			case optHorizon:
+				o.Horizon = &n
+			case optOverlap:
+				o.Overlap = &n
+			default:
+				o.Frozen = &n
+			}
+		case optRampRate:
+			f, err := number(v, field)
+			if err != nil {
+				return nil, err
+			}
+			o.RampRate = &f
+		default:
+			return nil, schemaError(field, "options: unknown key %q (want %s)", k, strings.Join(rtcOptionKeys, ", "))
+		}
+	}
+	return o, nil
+}
+
+// integer reads an integer option (JSON without fraction or exponent, a
+// msgpack int) that fits an int.
+func integer(x any, field string) (int, error) {
+	if n, ok := x.(json.Number); ok {
+		if i, err := strconv.Atoi(string(n)); err == nil {
+			return i, nil
+		}
+		return 0, schemaError(field, "%s: expected an integer, got %s", field, n)
+	}
+	f, err := number(x, field)
+	if err != nil {
+		return 0, err
+	}
+	switch x.(type) {
+	case float32, float64:
+		return 0, schemaError(field, "%s: expected an integer, got %v", field, f)
+	}
+	if f != math.Trunc(f) || math.Abs(f) > 1<<31 {
+		return 0, schemaError(field, "%s: expected an integer, got %v", field, f)
+	}
+	return int(f), nil
+}
+
+// parseMatrix accepts [H][D] or [1][H][D] finite float32 numbers (field
+// names the body key in errors) and returns them flattened with the shape
+// as sent.
+func parseMatrix(x any, field string) ([]float32, []int, error) {
 	rows, ok := x.([]any)
 	if !ok {
-		return schemaError(fieldNoise, "noise: expected an array, got %s", typeName(x))
+		return nil, nil, schemaError(field, "%s: expected an array, got %s", field, typeName(x))
 	}
-	prefix := fieldNoise // the JSON path of the [H][D] rows, for error fields
+	var shape []int
+	prefix := field // the JSON path of the [H][D] rows, for error fields
 	if len(rows) == 1 {
 		if inner, ok := rows[0].([]any); ok && len(inner) > 0 {
 			if _, ok := inner[0].([]any); ok {
 				rows = inner
-				r.NoiseShape = []int{1}
-				prefix = fieldNoise + "[0]"
+				shape = []int{1}
+				prefix = field + "[0]"
 			}
 		}
 	}
 	if len(rows) == 0 {
-		return invalid(fieldNoise, "noise: empty")
+		return nil, nil, invalid(field, "%s: empty", field)
 	}
 	first, ok := rows[0].([]any)
 	if !ok {
-		return invalid(fieldNoise, "noise: expected [horizon, action_dim] or [1, horizon, action_dim], got a flat array")
+		what := "rows"
+		if field == fieldNoise {
+			what = "horizon"
+		}
+		return nil, nil, invalid(field, "%s: expected [%s, action_dim] or [1, %s, action_dim], got a flat array", field, what, what)
 	}
 	d := len(first)
-	r.NoiseShape = append(r.NoiseShape, len(rows), d)
+	shape = append(shape, len(rows), d)
 	out := make([]float32, 0, len(rows)*d)
 	for i, rv := range rows {
 		row, ok := rv.([]any)
 		if !ok {
-			return schemaError(fmt.Sprintf("%s[%d]", prefix, i), "%s[%d]: expected an array, got %s", prefix, i, typeName(rv))
+			return nil, nil, schemaError(fmt.Sprintf("%s[%d]", prefix, i), "%s[%d]: expected an array, got %s", prefix, i, typeName(rv))
 		}
 		if len(row) != d {
-			return invalid(fieldNoise, "noise: ragged: row %d has %d values, row 0 has %d", i, len(row), d)
+			return nil, nil, invalid(field, "%s: ragged: row %d has %d values, row 0 has %d", field, i, len(row), d)
 		}
 		for j, v := range row {
 			// The field name is formatted only on failure: a DROID noise
@@ -529,18 +656,17 @@ func parseNoise(r *Request, x any) error {
 			if !ok {
 				var err error
 				if f, err = number(v, fmt.Sprintf("%s[%d][%d]", prefix, i, j)); err != nil {
-					return err
+					return nil, nil, err
 				}
 			}
 			f32 := float32(f)
 			if math.IsNaN(f) || math.IsInf(float64(f32), 0) {
-				return invalid(fieldNoise, "%s[%d][%d]: %v is not a finite float32", prefix, i, j, f)
+				return nil, nil, invalid(field, "%s[%d][%d]: %v is not a finite float32", prefix, i, j, f)
 			}
 			out = append(out, f32)
 		}
 	}
-	r.Noise = out
-	return nil
+	return out, shape, nil
 }
 
 // validated is a request checked against the served embodiment and model.
@@ -580,6 +706,9 @@ func validate(r *Request, info *EmbodimentInfo, model *ModelInfo) (*validated, e
 			return nil, invalid(fieldNoise, "noise: shape %v, want [%d, %d] or [1, %d, %d] (the model's denoised chunk)", r.NoiseShape,
 				mh, model.ActionDim, mh, model.ActionDim)
 		}
+	}
+	if err := validateRTC(r, info, model); err != nil {
+		return nil, err
 	}
 	if r.StateDtype != "float32" && r.StateDtype != "float64" {
 		return nil, invalid(fieldStateDtype, "state_dtype: %q is not float32 or float64", r.StateDtype)
@@ -714,4 +843,53 @@ func groupList(gs []Group) string {
 		parts[i] = fmt.Sprintf("%s[%d]", g.Key, g.Dim)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// validateRTC checks real-time chunking's options and previous chunk
+// against the embodiment and the model (../shared/spec/rtc.md §2): every
+// option with the previous chunk, integers 0 ≤ rtc_frozen_steps ≤
+// rtc_overlap_steps ≤ action_horizon ≤ the chunk's rows and the
+// embodiment's horizon, a finite rtc_ramp_rate > 0, a chunk of [rows ≤ the
+// model's horizon, action_dim]. Each refusal names the option.
+func validateRTC(r *Request, info *EmbodimentInfo, model *ModelInfo) error {
+	if r.Options == nil && r.RTCPrev == nil {
+		return nil
+	}
+	if r.RTCPrev == nil {
+		return invalid(fieldRTCPrev, "rtc_prev_action: required with options (the previous chunk, normalised [rows, %d]: "+
+			"the previous response's action_pred_normalized with return_normalized)", model.ActionDim)
+	}
+	if r.Options == nil {
+		return invalid(fieldOptions, "options: rtc_prev_action needs %s", strings.Join(rtcOptionKeys, ", "))
+	}
+	o := r.Options
+	for _, k := range rtcOptionKeys {
+		missing := map[string]bool{optHorizon: o.Horizon == nil, optOverlap: o.Overlap == nil, optFrozen: o.Frozen == nil, optRampRate: o.RampRate == nil}[k]
+		if missing {
+			return invalid(fieldOptions+"."+k, "options.%s: required with rtc_prev_action", k)
+		}
+	}
+	mh := model.chunkHorizon(info)
+	rows := r.RTCPrevRows
+	if rows < 1 || rows > mh || len(r.RTCPrev) != rows*model.ActionDim {
+		return invalid(fieldRTCPrev, "rtc_prev_action: shape [%d, %d], want [rows ≤ %d, %d] (the model's normalised chunk)",
+			rows, len(r.RTCPrev)/max(rows, 1), mh, model.ActionDim)
+	}
+	h, ov, fr, rr := *o.Horizon, *o.Overlap, *o.Frozen, *o.RampRate
+	upper := rows
+	if eh := info.ActionHorizon; eh > 0 && eh < upper {
+		upper = eh
+	}
+	switch {
+	case h < 1 || h > upper:
+		return invalid(fieldOptions+"."+optHorizon, "options.action_horizon: %d is outside 1..%d (rtc_prev_action's %d rows; the embodiment's horizon %d)",
+			h, upper, rows, info.ActionHorizon)
+	case ov < 0 || ov > h:
+		return invalid(fieldOptions+"."+optOverlap, "options.rtc_overlap_steps: %d is outside 0..action_horizon %d", ov, h)
+	case fr < 0 || fr > ov:
+		return invalid(fieldOptions+"."+optFrozen, "options.rtc_frozen_steps: %d is outside 0..rtc_overlap_steps %d", fr, ov)
+	case math.IsNaN(rr) || math.IsInf(rr, 0) || rr <= 0:
+		return invalid(fieldOptions+"."+optRampRate, "options.rtc_ramp_rate: %v is not a finite number > 0", rr)
+	}
+	return nil
 }

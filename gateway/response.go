@@ -57,6 +57,8 @@ type PredictResponse struct {
 	TimingMS      Timing                 `json:"timing_ms" msgpack:"timing_ms"`
 	Plugin        PluginReport           `json:"plugin" msgpack:"plugin"`
 	RequestID     string                 `json:"request_id,omitempty" msgpack:"request_id,omitempty"`
+	// RTC says what real-time chunking was applied, only when it was.
+	RTC *RTCReport `json:"rtc,omitempty" msgpack:"rtc,omitempty"`
 
 	// ActionPredNormalized is the model-space chunk as denoised,
 	// [model horizon][action_dim] ([40][132] for N1.7 whatever the
@@ -93,4 +95,15 @@ func round3(x float64) float64 {
 		return -float64(int64(-x*k+0.5)) / k
 	}
 	return float64(int64(x*k+0.5)) / k
+}
+
+// RTCReport is the real-time chunking a response applied: the overlap and
+// frozen rows, the ramp rate and where the previous chunk came from
+// ("request": rtc_prev_action).
+type RTCReport struct {
+	Horizon  int     `json:"action_horizon" msgpack:"action_horizon"`
+	Overlap  int     `json:"overlap" msgpack:"overlap"`
+	Frozen   int     `json:"frozen" msgpack:"frozen"`
+	RampRate float64 `json:"ramp_rate" msgpack:"ramp_rate"`
+	Source   string  `json:"source" msgpack:"source"`
 }

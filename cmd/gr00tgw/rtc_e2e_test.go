@@ -1,0 +1,59 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestE2ERTCStateless: real-time chunking over HTTP on the real binary and
+// backend (the Go runner): a first predict with return_normalized, a second
+// with options (upstream's names) and the first's action_pred_normalized as
+// rtc_prev_action: the second chunk's frozen rows are the first's rows
+// H−O..H−O+F−1 exactly, its ramp rows moved, and the response reports it.
+func TestE2ERTCStateless(t *testing.T) {
+	bin, plugins := buildGateway(t)
+	g := startGateway(t, bin, plugins)
+	demo := getDemo(t, g)
+	client := &http.Client{Timeout: 60 * time.Second}
+	post := func(mut func(m map[string]any)) map[string]any {
+		t.Helper()
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(demo.Request, &m))
+		m["return_normalized"] = true
+		mut(m)
+		b, err := json.Marshal(m)
+		require.NoError(t, err)
+		resp, err := client.Post(g.base+"/predict", "application/json", bytes.NewReader(b))
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		rb, _ := io.ReadAll(resp.Body)
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s", rb)
+		var out map[string]any
+		require.NoError(t, json.Unmarshal(rb, &out))
+		return out
+	}
+	first := post(func(map[string]any) {})
+	prev := first["action_pred_normalized"].([]any)
+	require.Len(t, prev, 40)
+	const H, O, F = 40, 12, 4
+	second := post(func(m map[string]any) {
+		m["options"] = map[string]any{"action_horizon": H, "rtc_overlap_steps": O, "rtc_frozen_steps": F, "rtc_ramp_rate": 6.0}
+		m["rtc_prev_action"] = prev
+		delete(m, "noise")
+		m["seed"] = 7 // other noise than the first's
+	})
+	got := second["action_pred_normalized"].([]any)
+	for r := 0; r < F; r++ {
+		assert.Equal(t, prev[H-O+r], got[r], "frozen row %d is the previous chunk's row %d exactly", r, H-O+r)
+	}
+	assert.NotEqual(t, prev[H-O+F], got[F], "the first ramp row moved")
+	assert.Equal(t, map[string]any{"action_horizon": float64(H), "overlap": float64(O), "frozen": float64(F), "ramp_rate": 6.0, "source": "request"}, second["rtc"])
+	require.NoError(t, g.stop(t))
+}
