@@ -284,23 +284,8 @@ func checkBackend(ctx context.Context, l *config.Loaded, log *slog.Logger) error
 		return &config.KeyError{Key: "backend", Source: l.Provenance["backend"].String(),
 			Err: fmt.Errorf("%q is not a backend kind (known: %s)", cfg.Backend, strings.Join(known, ", "))}
 	}
-	o := torchOptions(cfg)
-	f, err := torchrunner.Probe(ctx, o.Python)
-	if err == nil {
-		err = o.Check(f)
-	}
+	o, f, err := probeTorch(ctx, l, log)
 	var ke *torchrunner.KeyError
-	if errors.As(err, &ke) && ke.Key == torchrunner.KeyPython && l.Provenance[torchrunner.KeyPython].Layer == config.LayerDefault {
-		// The default python3 on PATH (a pyenv or venv one, say) cannot
-		// serve (no torch, too old): Debian's interpreter, where
-		// python3-torch installs it, is the one a fresh Debian host serves
-		// with.
-		if d, derr := torchrunner.Probe(ctx, debianPython); derr == nil && d.Executable != f.Executable && o.Check(d) == nil {
-			log.Info("torch runner: "+o.Python+" on PATH cannot serve; using "+debianPython, "path_python", f.Executable, "reason", ke.Err.Error())
-			f, o.Python, err = d, debianPython, nil
-			l.Config.Device.Torch.Python = debianPython
-		}
-	}
 	if errors.As(err, &ke) {
 		return &config.KeyError{Key: ke.Key, Source: l.Provenance[ke.Key].String(), Err: ke.Err}
 	}
@@ -311,6 +296,32 @@ func checkBackend(ctx context.Context, l *config.Loaded, log *slog.Logger) error
 		"cuda", f.CUDAVersion, "cuda_devices", f.DeviceNames(), "device", o.Device, "dtype", o.Dtype,
 		"compile", o.Compile, "cuda_graphs", o.CUDAGraphs)
 	return nil
+}
+
+// probeTorch probes device.torch.python and checks device.torch.* against
+// what it found. When the key is at its default and the python3 on PATH (a
+// pyenv or venv one, say) cannot serve (no torch, too old), Debian's
+// /usr/bin/python3 — where python3-torch installs — is tried, and when its
+// interpreter and torch will do it is used (what it cannot serve, e.g. no
+// CUDA, is then the error): l.Config's device.torch.python is set to it.
+func probeTorch(ctx context.Context, l *config.Loaded, log *slog.Logger) (torchrunner.Options, torchrunner.Facts, error) {
+	o := torchOptions(l.Config)
+	f, err := torchrunner.Probe(ctx, o.Python)
+	if err == nil {
+		err = o.Check(f)
+	}
+	var ke *torchrunner.KeyError
+	if errors.As(err, &ke) && ke.Key == torchrunner.KeyPython && l.Provenance[torchrunner.KeyPython].Layer == config.LayerDefault {
+		if d, derr := torchrunner.Probe(ctx, debianPython); derr == nil && d.Executable != f.Executable {
+			var dk *torchrunner.KeyError
+			if dErr := o.Check(d); !errors.As(dErr, &dk) || dk.Key != torchrunner.KeyPython {
+				log.Info("torch runner: "+o.Python+" on PATH cannot serve; using "+debianPython, "path_python", f.Executable, "reason", ke.Err.Error())
+				f, o.Python, err = d, debianPython, dErr
+				l.Config.Device.Torch.Python = debianPython
+			}
+		}
+	}
+	return o, f, err
 }
 
 // logFormat resolves log.format auto: text when stderr is a terminal.

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"runtime/debug"
 
@@ -106,12 +108,12 @@ func runVersion(ctx context.Context, args []string) error {
 	case err != nil && (fs.Changed("backend") || fs.Changed("torch-python") || *file != ""):
 		return err
 	case err == nil && l.Config.Backend == config.BackendTorch:
-		o := torchOptions(l.Config)
-		f, err := torchrunner.Probe(ctx, o.Python)
-		if err != nil {
+		o, f, err := probeTorch(ctx, l, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		var ke *torchrunner.KeyError
+		if err != nil && !errors.As(err, &ke) {
 			return err
 		}
-		checkErr = o.Check(f)
+		checkErr = err
 		rep = &torchReport{Facts: f, Device: o.Device, Dtype: o.Dtype, Check: "ok"}
 		if checkErr != nil {
 			rep.Check = checkErr.Error()
