@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -10,6 +11,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gr00tgw/gr00tgw/gateway"
+	"github.com/gr00tgw/gr00tgw/gateway/rawobs"
+	"github.com/gr00tgw/gr00tgw/gateway/wire"
+	"github.com/gr00tgw/gr00tgw/gateway/zmq/zmqclient"
 )
 
 // TestE2ERTCStateless: real-time chunking over HTTP on the real binary and
@@ -55,5 +61,67 @@ func TestE2ERTCStateless(t *testing.T) {
 	}
 	assert.NotEqual(t, prev[H-O+F], got[F], "the first ramp row moved")
 	assert.Equal(t, map[string]any{"action_horizon": float64(H), "overlap": float64(O), "frozen": float64(F), "ramp_rate": 6.0, "source": "request"}, second["rtc"])
+	require.NoError(t, g.stop(t))
+}
+
+// TestE2ERTCZeroMQ: upstream's ZeroMQ client shape — get_action(observation,
+// options) with the RTC keys and the previous chunk as a numpy array —
+// gives the actions HTTP /predict gives for the same pixels, seed, options
+// and chunk, bit for bit, and the reply's info says what was applied.
+func TestE2ERTCZeroMQ(t *testing.T) {
+	bin, plugins := buildGateway(t)
+	zaddr := pickPort(t)
+	g := startGateway(t, bin, plugins, "--zmq-addr", zaddr)
+	demo := getDemo(t, g)
+	client := &http.Client{Timeout: 60 * time.Second}
+	post := func(mut func(m map[string]any)) map[string]any {
+		t.Helper()
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(demo.Request, &m))
+		delete(m, "noise")
+		mut(m)
+		b, err := json.Marshal(m)
+		require.NoError(t, err)
+		resp, err := client.Post(g.base+"/predict", "application/json", bytes.NewReader(b))
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		rb, _ := io.ReadAll(resp.Body)
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s", rb)
+		var out map[string]any
+		require.NoError(t, json.Unmarshal(rb, &out))
+		return out
+	}
+	prevRows := post(func(m map[string]any) { m["seed"] = 7; m["return_normalized"] = true })["action_pred_normalized"].([]any)
+	prev := make([]float32, 0, 40*132)
+	for _, r := range prevRows {
+		for _, x := range r.([]any) {
+			prev = append(prev, float32(x.(float64)))
+		}
+	}
+	opts := map[string]any{"action_horizon": 40, "rtc_overlap_steps": 12, "rtc_frozen_steps": 4, "rtc_ramp_rate": 6.0}
+	want := post(func(m map[string]any) { m["seed"] = 11; m["options"] = opts; m["rtc_prev_action"] = prevRows })["actions"].(map[string]any)
+
+	o, err := rawobs.FromPredictJSON(demo.Request)
+	require.NoError(t, err)
+	zc, err := zmqclient.Dial(context.Background(), zaddr, zmqclient.Options{Timeout: 60 * time.Second})
+	require.NoError(t, err)
+	defer zc.Close()
+	obs, err := zmqclient.FromRaw(o, gateway.DefaultLanguageKey)
+	require.NoError(t, err)
+	got, err := zc.GetAction(context.Background(), obs, zmqclient.Nested, map[string]any{"seed": int64(11),
+		"action_horizon": int64(40), "rtc_overlap_steps": int64(12), "rtc_frozen_steps": int64(4), "rtc_ramp_rate": 6.0,
+		"rtc_prev_action": wire.Float32Array([]int{40, 132}, prev)})
+	require.NoError(t, err)
+	for k, a := range got {
+		vals, err := a.Float32s()
+		require.NoError(t, err)
+		rows := want[k].([]any)
+		d := len(rows[0].([]any))
+		for i, r := range rows {
+			for j, x := range r.([]any) {
+				require.Equal(t, float32(x.(float64)), vals[i*d+j], "%s[%d][%d]: ZeroMQ with RTC = HTTP with RTC", k, i, j)
+			}
+		}
+	}
 	require.NoError(t, g.stop(t))
 }

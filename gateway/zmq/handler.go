@@ -344,7 +344,12 @@ func (s *Server) getAction(ctx context.Context, data any, enc wire.Encoding, rid
 	if form == FormLegacy {
 		return reply{v: acts, enc: enc}, nil
 	}
-	return reply{v: []any{acts, wire.NewMap(0)}, enc: enc}, nil
+	info := wire.NewMap(1)
+	if r := resps[0].RTC; r != nil && len(resps) == 1 { // what real-time chunking applied
+		info.Set("rtc", wire.NewMap(5).Set("action_horizon", int64(r.Horizon)).Set("overlap", int64(r.Overlap)).
+			Set("frozen", int64(r.Frozen)).Set("ramp_rate", r.RampRate).Set("source", r.Source))
+	}
+	return reply{v: []any{acts, info}, enc: enc}, nil
 }
 
 // protoError restates a gateway error in the protocol's terms: fields
@@ -381,6 +386,8 @@ func protoField(f string, b int, batched bool) string {
 		return "options.embodiment"
 	case f == "seed":
 		return "options.seed"
+	case f == "rtc_prev_action":
+		return "options.rtc_prev_action"
 	case strings.HasPrefix(f, "images."):
 		rest := strings.TrimPrefix(f, "images.")
 		if i := strings.IndexByte(rest, '['); i >= 0 {

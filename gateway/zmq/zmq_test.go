@@ -686,3 +686,52 @@ func TestKeyring(t *testing.T) {
 	accepted("key-2")
 	assert.ErrorIs(t, errUnauthorized, gateway.ErrUnauthorized)
 }
+
+// TestGetActionRTCOptions: options carry real-time chunking as upstream's
+// PolicyClient.get_action(observation, options) would: the RTC keys and the
+// previous chunk (a numpy array) reach the gateway's request; a wrong type
+// names the option; a batch with RTC is refused; a gateway error about the
+// chunk is restated under options.
+func TestGetActionRTCOptions(t *testing.T) {
+	fg := &fakegw.Gateway{}
+	_, addr := startServer(t, Options{Gateway: fg})
+	c := dial(t, addr, zmqclient.Options{})
+	prev := make([]float32, 40*132)
+	for i := range prev {
+		prev[i] = float32(i) / 1000
+	}
+	opts := func() map[string]any {
+		return map[string]any{"action_horizon": int64(40), "rtc_overlap_steps": int64(12), "rtc_frozen_steps": int64(4),
+			"rtc_ramp_rate": 6.0, "rtc_prev_action": wire.Float32Array([]int{40, 132}, prev)}
+	}
+	_, err := c.GetAction(context.Background(), droidObs(t), zmqclient.Nested, opts())
+	require.NoError(t, err)
+	reqs := fg.Requests()
+	r := reqs[len(reqs)-1]
+	require.NotNil(t, r.Options)
+	assert.Equal(t, []int{40, 12, 4}, []int{*r.Options.Horizon, *r.Options.Overlap, *r.Options.Frozen})
+	assert.Equal(t, 6.0, *r.Options.RampRate)
+	assert.Equal(t, 40, r.RTCPrevRows)
+	assert.Equal(t, prev, r.RTCPrev)
+
+	for _, tc := range []struct {
+		name, key string
+		v         any
+		field     string
+	}{
+		{"float steps", "rtc_overlap_steps", 12.5, "options.rtc_overlap_steps"},
+		{"string rate", "rtc_ramp_rate", "fast", "options.rtc_ramp_rate"},
+		{"prev a list", "rtc_prev_action", []any{1.0}, "options.rtc_prev_action"},
+		{"prev 1-D", "rtc_prev_action", wire.Float32Array([]int{132}, prev[:132]), "options.rtc_prev_action"},
+		{"prev NaN", "rtc_prev_action", wire.Float32Array([]int{1, 132}, append([]float32{float32(math.NaN())}, prev[1:132]...)), "options.rtc_prev_action"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := opts()
+			o[tc.key] = tc.v
+			_, err := c.GetAction(context.Background(), droidObs(t), zmqclient.Nested, o)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.field)
+		})
+	}
+	assert.Equal(t, "options.rtc_prev_action", protoField("rtc_prev_action", 0, false))
+}
