@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gr00tgw/gr00tgw/gateway"
+	"github.com/gr00tgw/gr00tgw/gateway/openpi/openpiclient"
 	"github.com/gr00tgw/gr00tgw/gateway/rawobs"
 	"github.com/gr00tgw/gr00tgw/gateway/wire"
 	"github.com/gr00tgw/gr00tgw/gateway/zmq/zmqclient"
@@ -64,14 +65,15 @@ func TestE2ERTCStateless(t *testing.T) {
 	require.NoError(t, g.stop(t))
 }
 
-// TestE2ERTCZeroMQ: upstream's ZeroMQ client shape — get_action(observation,
-// options) with the RTC keys and the previous chunk as a numpy array —
-// gives the actions HTTP /predict gives for the same pixels, seed, options
-// and chunk, bit for bit, and the reply's info says what was applied.
-func TestE2ERTCZeroMQ(t *testing.T) {
+// TestE2ERTCRobotProtocols: upstream's ZeroMQ client shape —
+// get_action(observation, options) with the RTC keys and the previous chunk
+// as a numpy array — and openpi's observation with the same options give
+// the actions HTTP /predict gives for the same pixels, seed, options and
+// chunk, bit for bit.
+func TestE2ERTCRobotProtocols(t *testing.T) {
 	bin, plugins := buildGateway(t)
-	zaddr := pickPort(t)
-	g := startGateway(t, bin, plugins, "--zmq-addr", zaddr)
+	zaddr, oaddr := pickPort(t), pickPort(t)
+	g := startGateway(t, bin, plugins, "--zmq-addr", zaddr, "--openpi-addr", oaddr)
 	demo := getDemo(t, g)
 	client := &http.Client{Timeout: 60 * time.Second}
 	post := func(mut func(m map[string]any)) map[string]any {
@@ -101,27 +103,56 @@ func TestE2ERTCZeroMQ(t *testing.T) {
 	opts := map[string]any{"action_horizon": 40, "rtc_overlap_steps": 12, "rtc_frozen_steps": 4, "rtc_ramp_rate": 6.0}
 	want := post(func(m map[string]any) { m["seed"] = 11; m["options"] = opts; m["rtc_prev_action"] = prevRows })["actions"].(map[string]any)
 
+	same := func(proto string, got map[string]*wire.Array) {
+		t.Helper()
+		require.Len(t, got, len(want))
+		for k, a := range got {
+			vals, err := a.Float32s()
+			require.NoError(t, err)
+			rows := want[k].([]any)
+			d := len(rows[0].([]any))
+			for i, r := range rows {
+				for j, x := range r.([]any) {
+					require.Equal(t, float32(x.(float64)), vals[i*d+j], "%s[%d][%d]: %s with RTC = HTTP with RTC", k, i, j, proto)
+				}
+			}
+		}
+	}
+	rtcOptions := func() *wire.Map {
+		return wire.NewMap(5).Set("action_horizon", int64(40)).Set("rtc_overlap_steps", int64(12)).Set("rtc_frozen_steps", int64(4)).
+			Set("rtc_ramp_rate", 6.0).Set("rtc_prev_action", wire.Float32Array([]int{40, 132}, prev))
+	}
 	o, err := rawobs.FromPredictJSON(demo.Request)
 	require.NoError(t, err)
+
 	zc, err := zmqclient.Dial(context.Background(), zaddr, zmqclient.Options{Timeout: 60 * time.Second})
 	require.NoError(t, err)
 	defer zc.Close()
 	obs, err := zmqclient.FromRaw(o, gateway.DefaultLanguageKey)
 	require.NoError(t, err)
-	got, err := zc.GetAction(context.Background(), obs, zmqclient.Nested, map[string]any{"seed": int64(11),
-		"action_horizon": int64(40), "rtc_overlap_steps": int64(12), "rtc_frozen_steps": int64(4), "rtc_ramp_rate": 6.0,
-		"rtc_prev_action": wire.Float32Array([]int{40, 132}, prev)})
-	require.NoError(t, err)
-	for k, a := range got {
-		vals, err := a.Float32s()
-		require.NoError(t, err)
-		rows := want[k].([]any)
-		d := len(rows[0].([]any))
-		for i, r := range rows {
-			for j, x := range r.([]any) {
-				require.Equal(t, float32(x.(float64)), vals[i*d+j], "%s[%d][%d]: ZeroMQ with RTC = HTTP with RTC", k, i, j)
-			}
-		}
+	zopts := map[string]any{"seed": int64(11)}
+	ro := rtcOptions()
+	for i, k := range ro.Keys {
+		zopts[k.Name] = ro.Values[i]
 	}
+	got, err := zc.GetAction(context.Background(), obs, zmqclient.Nested, zopts)
+	require.NoError(t, err)
+	same("ZeroMQ", got)
+
+	oc, err := openpiclient.Dial(context.Background(), "ws://"+oaddr, openpiclient.Options{})
+	require.NoError(t, err)
+	defer oc.Close()
+	m, err := openpiclient.FromRaw(o, false)
+	require.NoError(t, err)
+	m.Set("seed", int64(11)).Set("options", rtcOptions())
+	reply, err := oc.Infer(context.Background(), m)
+	require.NoError(t, err)
+	res, err := openpiclient.ParseResult(reply)
+	require.NoError(t, err)
+	same("openpi", res.Groups)
+	rv, ok := reply.Get("rtc")
+	require.True(t, ok, "openpi's reply reports the RTC applied")
+	src, _ := rv.(*wire.Map).Get("source")
+	assert.Equal(t, "request", src)
 	require.NoError(t, g.stop(t))
 }

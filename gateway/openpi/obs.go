@@ -24,6 +24,9 @@ const (
 	KeyEmbodiment = "embodiment"
 	// KeySeed optionally seeds the noise (default: the model's seed).
 	KeySeed = "seed"
+	// KeyOptions optionally holds real-time chunking under upstream's
+	// names and the previous chunk (gateway.RTCFromWire).
+	KeyOptions = "options"
 )
 
 // invalid (400) and schema (422) name the failing field, as /predict does.
@@ -74,6 +77,17 @@ func mapObservation(data []byte, g gateway.Service, lim wire.Limits) (*gateway.R
 				return nil, nil, schema(KeySeed, "seed: expected a non-negative int, got %s", wire.TypeName(x))
 			}
 			r.Seed = &seed
+		case KeyOptions:
+			if x == nil {
+				continue
+			}
+			om, ok := x.(*wire.Map)
+			if !ok {
+				return nil, nil, schema(KeyOptions, "options: expected a map, got %s", wire.TypeName(x))
+			}
+			if r.Options, r.RTCPrev, r.RTCPrevRows, err = gateway.RTCFromWire(om, KeyOptions); err != nil {
+				return nil, nil, err
+			}
 		}
 	}
 	c, err := g.Contract(r.Embodiment)
@@ -90,12 +104,12 @@ func mapObservation(data []byte, g gateway.Service, lim wire.Limits) (*gateway.R
 	cams, groups := c.Info.Cameras, c.Info.StateGroups
 	t := len(c.Info.VideoDeltaIndices)
 	want := func() string {
-		return fmt.Sprintf("%s<camera> for %s; %s<group> for %s; prompt; embodiment; seed", KeyPrefix, strings.Join(cams, ", "), KeyPrefix, groupKeys(groups))
+		return fmt.Sprintf("%s<camera> for %s; %s<group> for %s; prompt; embodiment; seed; options", KeyPrefix, strings.Join(cams, ", "), KeyPrefix, groupKeys(groups))
 	}
 	for i, k := range m.Keys {
 		name, ok := strings.CutPrefix(k.Name, KeyPrefix)
 		if !ok {
-			if k.Name != KeyPrompt && k.Name != KeyEmbodiment && k.Name != KeySeed {
+			if k.Name != KeyPrompt && k.Name != KeyEmbodiment && k.Name != KeySeed && k.Name != KeyOptions {
 				return nil, nil, invalid(k.Name, "%s: unknown key (want %s)", k.Name, want())
 			}
 			continue
@@ -260,13 +274,17 @@ func (s *Server) infer(ctx context.Context, data []byte, rid string, start time.
 	if prevTotal >= 0 {
 		timing.Set("prev_total_ms", float64(prevTotal.Microseconds())/1e3)
 	}
-	reply := wire.NewMap(5).Set("actions", wire.Float32Array([]int{h, total}, flat)).Set("action_groups", groups).
+	reply := wire.NewMap(6).Set("actions", wire.Float32Array([]int{h, total}, flat)).Set("action_groups", groups).
 		Set("server_timing", timing).Set("request_id", rid).Set("embodiment", c.Info.Name)
+	if resp.RTC != nil { // what real-time chunking applied
+		reply.Set("rtc", resp.RTC.Wire())
+	}
 	return wire.Marshal(reply, wire.EncodingOpenPI)
 }
 
 // protoError restates a gateway error in the protocol's keys:
-// images.<cam>[i] → observation/<cam>[i], state.<g>[i] → observation/<g>[i].
+// images.<cam>[i] → observation/<cam>[i], state.<g>[i] → observation/<g>[i],
+// rtc_prev_action → options.rtc_prev_action.
 func protoError(err error) error {
 	var he *gateway.HandlerError
 	if !errors.As(err, &he) || he.Field == "" {
@@ -278,6 +296,8 @@ func protoError(err error) error {
 		pf = KeyPrefix + strings.TrimPrefix(pf, "images.")
 	case strings.HasPrefix(pf, "state."):
 		pf = KeyPrefix + strings.TrimPrefix(pf, "state.")
+	case pf == "rtc_prev_action":
+		pf = KeyOptions + ".rtc_prev_action"
 	default:
 		return err
 	}

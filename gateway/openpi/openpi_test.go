@@ -221,7 +221,7 @@ func TestErrors(t *testing.T) {
 		{"unknown key", obs(func(m *wire.Map) *wire.Map {
 			return m.Set("observation/cartesian_position", wire.Float32Array([]int{6}, make([]float32, 6)))
 		}),
-			"observation/cartesian_position: unknown key (want observation/<camera> for exterior_image_1_left, wrist_image_left; observation/<group> for eef_9d, gripper_position, joint_position; prompt; embodiment; seed)"},
+			"observation/cartesian_position: unknown key (want observation/<camera> for exterior_image_1_left, wrist_image_left; observation/<group> for eef_9d, gripper_position, joint_position; prompt; embodiment; seed; options)"},
 		{"missing prompt", obs(func(m *wire.Map) *wire.Map { return del(m, "prompt") }), "prompt: missing (the instruction, a str)"},
 		{"negative seed", obs(func(m *wire.Map) *wire.Map { return m.Set("seed", int64(-1)) }), "seed: -1 is negative\ncode: invalid\nfield: seed"},
 		{"str seed", obs(func(m *wire.Map) *wire.Map { return m.Set("seed", "7") }), "seed: expected a non-negative int, got str\ncode: "},
@@ -450,4 +450,31 @@ func TestWhileStarting(t *testing.T) {
 func TestVideoShape(t *testing.T) {
 	assert.Equal(t, "uint8 (H, W, 3) or (1, H, W, 3)", videoShape(1))
 	assert.Equal(t, "uint8 (2, H, W, 3)", videoShape(2))
+}
+
+// TestInferRTCOptions: an observation's options carry real-time chunking
+// (upstream's names, the previous chunk as an array) into the gateway's
+// request; a wrong type names the option.
+func TestInferRTCOptions(t *testing.T) {
+	fg := &fakegw.Gateway{}
+	_, addr := startServer(t, Options{Gateway: fg, Version: "test"})
+	c := dial(t, addr, openpiclient.Options{})
+	prev := make([]float32, 40*132)
+	obs := droidObs()
+	obs.Set("options", wire.NewMap(5).Set("action_horizon", int64(40)).Set("rtc_overlap_steps", int64(8)).
+		Set("rtc_frozen_steps", int64(2)).Set("rtc_ramp_rate", 6.0).Set("rtc_prev_action", wire.Float32Array([]int{1, 40, 132}, prev)))
+	_, err := c.Infer(context.Background(), obs)
+	require.NoError(t, err)
+	reqs := fg.Requests()
+	r := reqs[len(reqs)-1]
+	require.NotNil(t, r.Options)
+	assert.Equal(t, []int{40, 8, 2}, []int{*r.Options.Horizon, *r.Options.Overlap, *r.Options.Frozen})
+	assert.Equal(t, 40, r.RTCPrevRows)
+
+	bad := droidObs()
+	bad.Set("options", wire.NewMap(1).Set("rtc_frozen_steps", 2.5))
+	_, err = c.Infer(context.Background(), bad)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "options.rtc_frozen_steps")
+	assert.Equal(t, "options.rtc_prev_action", protoError(gateway.Invalid("rtc_prev_action", "rtc_prev_action: x")).(*gateway.HandlerError).Field)
 }

@@ -345,9 +345,8 @@ func (s *Server) getAction(ctx context.Context, data any, enc wire.Encoding, rid
 		return reply{v: acts, enc: enc}, nil
 	}
 	info := wire.NewMap(1)
-	if r := resps[0].RTC; r != nil && len(resps) == 1 { // what real-time chunking applied
-		info.Set("rtc", wire.NewMap(5).Set("action_horizon", int64(r.Horizon)).Set("overlap", int64(r.Overlap)).
-			Set("frozen", int64(r.Frozen)).Set("ramp_rate", r.RampRate).Set("source", r.Source))
+	if len(resps) == 1 && resps[0].RTC != nil { // what real-time chunking applied
+		info.Set("rtc", resps[0].RTC.Wire())
 	}
 	return reply{v: []any{acts, info}, enc: enc}, nil
 }

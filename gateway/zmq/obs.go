@@ -96,87 +96,9 @@ func parseOptions(v any, field string) (options, error) {
 		}
 		o.seed = &seed
 	}
-	return o, parseRTCOptions(&o, m, field)
-}
-
-// parseRTCOptions reads the RTC keys of options m (types only: the gateway
-// checks the values, naming options.<key>).
-func parseRTCOptions(o *options, m *wire.Map, field string) error {
-	intOpt := func(k string, dst **int) error {
-		v, ok := m.Get(k)
-		if !ok || v == nil {
-			return nil
-		}
-		var n int64
-		switch x := v.(type) {
-		case int64:
-			n = x
-		case uint64:
-			if x > math.MaxInt32 {
-				return invalid(field+"."+k, "%s.%s: %d is too large", field, k, x)
-			}
-			n = int64(x)
-		default:
-			return schema(field+"."+k, "%s.%s: expected an int, got %s", field, k, wire.TypeName(v))
-		}
-		if n < math.MinInt32 || n > math.MaxInt32 {
-			return invalid(field+"."+k, "%s.%s: %d is out of range", field, k, n)
-		}
-		i := int(n)
-		*dst = &i
-		return nil
-	}
-	r := &gateway.RTCOptions{}
-	for _, kd := range []struct {
-		k   string
-		dst **int
-	}{{"action_horizon", &r.Horizon}, {"rtc_overlap_steps", &r.Overlap}, {"rtc_frozen_steps", &r.Frozen}} {
-		if err := intOpt(kd.k, kd.dst); err != nil {
-			return err
-		}
-	}
-	if v, ok := m.Get("rtc_ramp_rate"); ok && v != nil {
-		var f float64
-		switch x := v.(type) {
-		case float64:
-			f = x
-		case int64:
-			f = float64(x)
-		case uint64:
-			f = float64(x)
-		default:
-			return schema(field+".rtc_ramp_rate", "%s.rtc_ramp_rate: expected a float, got %s", field, wire.TypeName(v))
-		}
-		r.RampRate = &f
-	}
-	if *r != (gateway.RTCOptions{}) {
-		o.rtc = r
-	}
-	if v, ok := m.Get("rtc_prev_action"); ok && v != nil {
-		f := field + ".rtc_prev_action"
-		a, ok := v.(*wire.Array)
-		if !ok {
-			return schema(f, "%s: expected a float array (rows, action_dim), got %s", f, wire.TypeName(v))
-		}
-		shape := a.Shape
-		if len(shape) == 3 && shape[0] == 1 {
-			shape = shape[1:]
-		}
-		if len(shape) != 2 {
-			return invalid(f, "%s: expected (rows, action_dim) or (1, rows, action_dim), got %s", f, a)
-		}
-		vals, err := a.Float32s()
-		if err != nil {
-			return schema(f, "%s: %v", f, err)
-		}
-		for i, x := range vals {
-			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-				return invalid(f, "%s[%d, %d]: %v is not finite", f, i/shape[1], i%shape[1], x)
-			}
-		}
-		o.prev, o.prevRows = vals, shape[0]
-	}
-	return nil
+	var err error
+	o.rtc, o.prev, o.prevRows, err = gateway.RTCFromWire(m, field)
+	return o, err
 }
 
 // observationMapper maps one observation against a contract.
