@@ -219,7 +219,6 @@ func TestRawFramesMatchPNG(t *testing.T) {
 	st, viaMsgpack, msg := post(body, "application/msgpack")
 	require.Equal(t, 200, st, msg)
 	assert.Equal(t, png.Actions, viaMsgpack.Actions, "raw frames over msgpack")
-	assert.Less(t, viaMsgpack.TimingMS.Decode, png.TimingMS.Decode*2+1)
 
 	// Server.Predict with RawFrames, as a robot-protocol front end calls it.
 	req := &gateway.Request{Images: map[string][]gateway.Frame{}, State: map[string][]float64{}, StateDtype: "float32",
