@@ -863,8 +863,8 @@ func validateRTC(r *Request, info *EmbodimentInfo, model *ModelInfo) error {
 		return invalid(fieldOptions, "options: rtc_prev_action needs %s", strings.Join(rtcOptionKeys, ", "))
 	}
 	o := r.Options
-	for _, k := range rtcOptionKeys {
-		missing := map[string]bool{optHorizon: o.Horizon == nil, optOverlap: o.Overlap == nil, optFrozen: o.Frozen == nil, optRampRate: o.RampRate == nil}[k]
+	for k, missing := range map[string]bool{optHorizon: o.Horizon == nil, optOverlap: o.Overlap == nil,
+		optFrozen: o.Frozen == nil, optRampRate: o.RampRate == nil} {
 		if missing {
 			return invalid(fieldOptions+"."+k, "options.%s: required with rtc_prev_action", k)
 		}

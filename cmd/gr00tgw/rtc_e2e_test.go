@@ -28,23 +28,8 @@ func TestE2ERTCStateless(t *testing.T) {
 	bin, plugins := buildGateway(t)
 	g := startGateway(t, bin, plugins)
 	demo := getDemo(t, g)
-	client := &http.Client{Timeout: 60 * time.Second}
 	post := func(mut func(m map[string]any)) map[string]any {
-		t.Helper()
-		var m map[string]any
-		require.NoError(t, json.Unmarshal(demo.Request, &m))
-		m["return_normalized"] = true
-		mut(m)
-		b, err := json.Marshal(m)
-		require.NoError(t, err)
-		resp, err := client.Post(g.base+"/predict", "application/json", bytes.NewReader(b))
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		rb, _ := io.ReadAll(resp.Body)
-		require.Equal(t, http.StatusOK, resp.StatusCode, "%s", rb)
-		var out map[string]any
-		require.NoError(t, json.Unmarshal(rb, &out))
-		return out
+		return postDemo(t, g, demo, func(m map[string]any) { m["return_normalized"] = true; mut(m) })
 	}
 	first := post(func(map[string]any) {})
 	prev := first["action_pred_normalized"].([]any)
@@ -75,23 +60,8 @@ func TestE2ERTCRobotProtocols(t *testing.T) {
 	zaddr, oaddr := pickPort(t), pickPort(t)
 	g := startGateway(t, bin, plugins, "--zmq-addr", zaddr, "--openpi-addr", oaddr)
 	demo := getDemo(t, g)
-	client := &http.Client{Timeout: 60 * time.Second}
 	post := func(mut func(m map[string]any)) map[string]any {
-		t.Helper()
-		var m map[string]any
-		require.NoError(t, json.Unmarshal(demo.Request, &m))
-		delete(m, "noise")
-		mut(m)
-		b, err := json.Marshal(m)
-		require.NoError(t, err)
-		resp, err := client.Post(g.base+"/predict", "application/json", bytes.NewReader(b))
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		rb, _ := io.ReadAll(resp.Body)
-		require.Equal(t, http.StatusOK, resp.StatusCode, "%s", rb)
-		var out map[string]any
-		require.NoError(t, json.Unmarshal(rb, &out))
-		return out
+		return postDemo(t, g, demo, func(m map[string]any) { delete(m, "noise"); mut(m) })
 	}
 	prevRows := post(func(m map[string]any) { m["seed"] = 7; m["return_normalized"] = true })["action_pred_normalized"].([]any)
 	prev := make([]float32, 0, 40*132)
@@ -155,4 +125,24 @@ func TestE2ERTCRobotProtocols(t *testing.T) {
 	src, _ := rv.(*wire.Map).Get("source")
 	assert.Equal(t, "request", src)
 	require.NoError(t, g.stop(t))
+}
+
+// postDemo posts g's demo request, changed by mut, to /predict as JSON and
+// returns the 200 answer decoded.
+func postDemo(t *testing.T, g *childGateway, demo *demoData, mut func(m map[string]any)) map[string]any {
+	t.Helper()
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(demo.Request, &m))
+	mut(m)
+	b, err := json.Marshal(m)
+	require.NoError(t, err)
+	client := &http.Client{Timeout: 60 * time.Second}
+	resp, err := client.Post(g.base+"/predict", "application/json", bytes.NewReader(b))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	rb, _ := io.ReadAll(resp.Body)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", rb)
+	var out map[string]any
+	require.NoError(t, json.Unmarshal(rb, &out))
+	return out
 }

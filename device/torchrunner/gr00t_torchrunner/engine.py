@@ -86,7 +86,7 @@ class Engine:
         t0 = time.perf_counter()
         self._warmup()
         self.warmup_s = time.perf_counter() - t0
-        self._reported = (tuple(self.graphs.facts()["captured"]), tuple(self.graphs.facts()["eager"]))
+        self.changed_facts()  # HELLO reports the graphs as they are now
 
     def _compile(self) -> None:
         """torch.compile the denoise loop without its per-request arguments (the cancellation check,
@@ -150,7 +150,7 @@ class Engine:
         for RESULT's extra; None when nothing did."""
         g = self.graphs.facts()
         key = (tuple(g["captured"]), tuple(g["eager"]))
-        if key == getattr(self, "_reported", None):
+        if key == getattr(self, "_reported", None):  # set by the first call, at the end of __init__
             return None
         self._reported = key
         return {"cuda_graphs": g}
