@@ -863,9 +863,9 @@ func validateRTC(r *Request, info *EmbodimentInfo, model *ModelInfo) error {
 		return invalid(fieldOptions, "options: rtc_prev_action needs %s", strings.Join(rtcOptionKeys, ", "))
 	}
 	o := r.Options
-	for k, missing := range map[string]bool{optHorizon: o.Horizon == nil, optOverlap: o.Overlap == nil,
-		optFrozen: o.Frozen == nil, optRampRate: o.RampRate == nil} {
+	for i, missing := range [...]bool{o.Horizon == nil, o.Overlap == nil, o.Frozen == nil, o.RampRate == nil} { // rtcOptionKeys' order
 		if missing {
+			k := rtcOptionKeys[i]
 			return invalid(fieldOptions+"."+k, "options.%s: required with rtc_prev_action", k)
 		}
 	}
