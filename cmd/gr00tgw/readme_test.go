@@ -14,22 +14,25 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/stretchr/testify/require"
 )
 
-// TestREADME runs every ```sh block of README.md, as written, with bash
-// (set -e -o pipefail), one after another in one fresh sandbox that looks
+// TestREADME runs every ```sh block of README.md and then of docs/*.md (in
+// name order), as written, with bash (set -e -o pipefail), one after
+// another in one fresh sandbox that looks
 // like a fresh clone after `make build`: the tracked top-level entries of
 // the checkout linked in (sources, testdata, Makefile, go.mod, ...), real
 // directories for what the commands write (embodiments/ with the tracked
 // plugins linked, build/, bin/), then `make build` run there. A block
-// fails on a non-zero exit, naming the README line and the command, when
+// fails on a non-zero exit, naming the file, line and command, when
 // a jq filter prints a bare `null` (the field the README shows is
 // missing), or when a command uses a deprecated flag name. Every process
 // a block starts (servers sent to the background) is stopped when it ends.
@@ -57,45 +60,75 @@ func TestREADME(t *testing.T) {
 		}
 	}
 	root := moduleRoot(t)
-	blocks, err := readmeBlocks(filepath.Join(root, "README.md"))
-	require.NoError(t, err)
-	require.NotEmpty(t, blocks, "README.md has no ```sh block")
+	files := docFiles(t, root)
+	type fileBlocks struct {
+		name   string
+		blocks []readmeBlock
+	}
+	var all []fileBlocks
+	for _, name := range files {
+		blocks, err := docBlocks(filepath.Join(root, name), name)
+		require.NoError(t, err)
+		if name == "README.md" {
+			require.NotEmpty(t, blocks, "README.md has no ```sh block")
+		}
+		all = append(all, fileBlocks{name, blocks})
+	}
 
 	lockREADME(t)
 	requirePortFree(t, readmeAddr)
 	start := time.Now()
 	sb := newReadmeSandbox(t, root)
 	t.Logf("sandbox %s ready (make build) in %v", sb.dir, time.Since(start).Round(time.Millisecond))
-	for i, b := range blocks {
-		name := fmt.Sprintf("block%d_line%d", i+1, b.line)
-		ok := t.Run(name, func(t *testing.T) {
-			if b.skip != "" {
-				t.Skipf("README.md:%d: readme-test: skip (%s)", b.line, b.skip)
-			}
-			if b.torch {
-				if out, err := exec.Command("/usr/bin/python3", "-c", "import torch").CombinedOutput(); err != nil {
-					t.Skipf("README.md:%d: readme-test: needs-torch: /usr/bin/python3 has no torch (%v: %s): apt-get install python3-torch (make torch-deps)", b.line, err, bytes.TrimSpace(out))
+	n := 0
+	for _, f := range all {
+		t.Run(f.name, func(t *testing.T) {
+			for i, b := range f.blocks {
+				n++
+				name := fmt.Sprintf("block%d_line%d", i+1, b.line)
+				ok := t.Run(name, func(t *testing.T) {
+					if b.skip != "" {
+						t.Skipf("%s:%d: readme-test: skip (%s)", f.name, b.line, b.skip)
+					}
+					if b.torch {
+						if out, err := exec.Command("/usr/bin/python3", "-c", "import torch").CombinedOutput(); err != nil {
+							t.Skipf("%s:%d: readme-test: needs-torch: /usr/bin/python3 has no torch (%v: %s): apt-get install python3-torch (make torch-deps)", f.name, b.line, err, bytes.TrimSpace(out))
+						}
+					}
+					t0 := time.Now()
+					if b.server {
+						stop := sb.startServer(t)
+						defer stop()
+					}
+					out, err := sb.runDocBlock(f.name, b)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if out != "" {
+						t.Logf("%s:%d: stdout (tail):\n%s", f.name, b.line, out)
+					}
+					t.Logf("%s:%d: %d lines ran in %v", f.name, b.line, len(b.lines), time.Since(t0).Round(time.Millisecond))
+				})
+				if !ok {
+					t.Fatalf("%s block %d (line %d) failed; the blocks after it in %s depend on it and were not run", f.name, i+1, b.line, f.name)
 				}
 			}
-			t0 := time.Now()
-			if b.server {
-				stop := sb.startServer(t)
-				defer stop()
-			}
-			out, err := sb.runBlock(b)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if out != "" {
-				t.Logf("README.md:%d: stdout (tail):\n%s", b.line, out)
-			}
-			t.Logf("README.md:%d: %d lines ran in %v", b.line, len(b.lines), time.Since(t0).Round(time.Millisecond))
 		})
-		if !ok {
-			t.Fatalf("README.md block %d (line %d) failed; the blocks after it depend on it and were not run", i+1, b.line)
-		}
 	}
-	t.Logf("README.md: %d blocks in %v", len(blocks), time.Since(start).Round(time.Millisecond))
+	t.Logf("README.md and docs/: %d blocks in %v", n, time.Since(start).Round(time.Millisecond))
+}
+
+// docFiles is what TestREADME runs: README.md, then docs/*.md by name.
+func docFiles(t *testing.T, root string) []string {
+	t.Helper()
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	require.NoError(t, err)
+	sort.Strings(docs)
+	files := []string{"README.md"}
+	for _, d := range docs {
+		files = append(files, "docs/"+filepath.Base(d))
+	}
+	return files
 }
 
 // readmeAddr is where the README's server listens (the default addr).
@@ -116,10 +149,17 @@ var (
 	readmeMarker = regexp.MustCompile(`^<!--\s*readme-test:\s*([a-z-]+)\s*(?:\((.*)\))?\s*-->$`)
 )
 
-// readmeBlocks parses path's ```sh (or bash, shell) blocks and their
-// markers; an unknown marker, a skip without a reason, or a marker not
-// followed by a shell block is an error.
+// readmeBlocks parses a README's blocks: docBlocks(path, "README.md").
 func readmeBlocks(path string) ([]readmeBlock, error) {
+	return docBlocks(path, "README.md")
+}
+
+// docBlocks parses path's ```sh (or bash, shell) blocks and their
+// markers, naming the file name in errors; an unknown marker, a skip
+// without a reason, or a marker not followed by a shell block is an error.
+// Blocks in other languages are not run (docFences refuses a fence with
+// none).
+func docBlocks(path, name string) ([]readmeBlock, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -134,13 +174,13 @@ func readmeBlocks(path string) ([]readmeBlock, error) {
 		l := strings.TrimSpace(lines[i])
 		if m := readmeMarker.FindStringSubmatch(l); m != nil {
 			if pending != nil {
-				return nil, fmt.Errorf("README.md:%d: readme-test marker not followed by a ```sh block", markAt)
+				return nil, fmt.Errorf("%s:%d: readme-test marker not followed by a ```sh block", name, markAt)
 			}
 			pending, markAt = &readmeBlock{}, i+1
 			switch m[1] {
 			case "skip":
 				if strings.TrimSpace(m[2]) == "" {
-					return nil, fmt.Errorf("README.md:%d: readme-test: skip needs a reason: skip (REASON)", i+1)
+					return nil, fmt.Errorf("%s:%d: readme-test: skip needs a reason: skip (REASON)", name, i+1)
 				}
 				pending.skip = strings.TrimSpace(m[2])
 			case "needs-server":
@@ -148,17 +188,17 @@ func readmeBlocks(path string) ([]readmeBlock, error) {
 			case "needs-torch":
 				pending.torch = true
 			default:
-				return nil, fmt.Errorf("README.md:%d: unknown readme-test marker %q (want skip, needs-server or needs-torch)", i+1, m[1])
+				return nil, fmt.Errorf("%s:%d: unknown readme-test marker %q (want skip, needs-server or needs-torch)", name, i+1, m[1])
 			}
 			continue
 		}
 		if strings.HasPrefix(l, "<!--") && strings.Contains(l, "readme-test") {
-			return nil, fmt.Errorf("README.md:%d: malformed readme-test marker %q (want <!-- readme-test: skip (REASON) --> or <!-- readme-test: needs-server (REASON) -->)", i+1, l)
+			return nil, fmt.Errorf("%s:%d: malformed readme-test marker %q (want <!-- readme-test: skip (REASON) --> or <!-- readme-test: needs-server (REASON) -->)", name, i+1, l)
 		}
-		m := readmeFence.FindStringSubmatch(lines[i])
+		m := readmeFence.FindStringSubmatch(l) // indented too (a block in a list item)
 		if m == nil {
 			if l != "" && pending != nil {
-				return nil, fmt.Errorf("README.md:%d: readme-test marker not followed by a ```sh block", markAt)
+				return nil, fmt.Errorf("%s:%d: readme-test marker not followed by a ```sh block", name, markAt)
 			}
 			continue
 		}
@@ -168,7 +208,7 @@ func readmeBlocks(path string) ([]readmeBlock, error) {
 			j++
 		}
 		if j == len(lines) {
-			return nil, fmt.Errorf("README.md:%d: unterminated ``` block", i+1)
+			return nil, fmt.Errorf("%s:%d: unterminated ``` block", name, i+1)
 		}
 		switch m[1] {
 		case "sh", "bash", "shell":
@@ -179,14 +219,14 @@ func readmeBlocks(path string) ([]readmeBlock, error) {
 			out = append(out, b)
 		default:
 			if pending != nil {
-				return nil, fmt.Errorf("README.md:%d: readme-test marker before a ```%s block (only shell blocks run)", markAt, m[1])
+				return nil, fmt.Errorf("%s:%d: readme-test marker before a ```%s block (only shell blocks run)", name, markAt, m[1])
 			}
 		}
 		pending = nil
 		i = j
 	}
 	if pending != nil {
-		return nil, fmt.Errorf("README.md:%d: readme-test marker not followed by a ```sh block", markAt)
+		return nil, fmt.Errorf("%s:%d: readme-test marker not followed by a ```sh block", name, markAt)
 	}
 	return out, nil
 }
@@ -417,11 +457,16 @@ func (sb *readmeSandbox) startServer(t *testing.T) (stop func()) {
 // readmePrelude is the first script line; the block follows from line 2.
 const readmePrelude = `set -e -o pipefail; trap 'rc=$?; printf "%s %s\n" "$LINENO" "$rc" > "$README_TEST_FAILED"' ERR`
 
-// runBlock runs b with bash in the sandbox; its error names the README
-// line and the command that did not work.
+// runBlock runs a README.md block: runDocBlock("README.md", b).
 func (sb *readmeSandbox) runBlock(b readmeBlock) (stdout string, err error) {
+	return sb.runDocBlock("README.md", b)
+}
+
+// runDocBlock runs b, a block of file name, with bash in the sandbox; its
+// error names the file's line and the command that did not work.
+func (sb *readmeSandbox) runDocBlock(name string, b readmeBlock) (stdout string, err error) {
 	tmp := filepath.Join(sb.dir, ".tmp")
-	id := strconv.Itoa(b.line)
+	id := strings.NewReplacer("/", "_", ".", "_").Replace(name) + "-" + strconv.Itoa(b.line)
 	script := filepath.Join(tmp, "block-"+id+".sh")
 	failed := filepath.Join(tmp, "block-"+id+".failed")
 	outPath, errPath := filepath.Join(tmp, "block-"+id+".out"), filepath.Join(tmp, "block-"+id+".err")
@@ -469,20 +514,20 @@ func (sb *readmeSandbox) runBlock(b readmeBlock) (stdout string, err error) {
 		return fmt.Sprintf("--- stdout:\n%s\n--- stderr:\n%s", tail(outPath, 25), tail(errPath, 25))
 	}
 	if runErr != nil {
-		where := fmt.Sprintf("README.md:%d: the block", b.line)
+		where := fmt.Sprintf("%s:%d: the block", name, b.line)
 		if f, err := os.ReadFile(failed); err == nil {
 			var lineNo, rc int
 			if _, err := fmt.Sscan(string(f), &lineNo, &rc); err == nil && lineNo >= 2 && lineNo-2 < len(b.lines) {
-				where = fmt.Sprintf("README.md:%d: `%s`", b.line+lineNo-2, strings.TrimSpace(b.lines[lineNo-2]))
+				where = fmt.Sprintf("%s:%d: `%s`", name, b.line+lineNo-2, strings.TrimSpace(b.lines[lineNo-2]))
 			}
 		}
 		return "", fmt.Errorf("%s failed (%v)\n%s", where, runErr, show())
 	}
 	if e, _ := os.ReadFile(errPath); bytes.Contains(e, []byte("has been deprecated")) || bytes.Contains(e, []byte("single-dash long flags go")) {
-		return "", fmt.Errorf("README.md:%d: the block uses a deprecated flag name or spelling (write the current --name)\n%s", b.line, show())
+		return "", fmt.Errorf("%s:%d: the block uses a deprecated flag name or spelling (write the current --name)\n%s", name, b.line, show())
 	}
 	if n := bareNullLine(outPath); n > 0 {
-		return "", fmt.Errorf("README.md:%d: the block's output line %d is a bare `null` (a jq filter found nothing: the field the README shows is missing)\n%s", b.line, n, show())
+		return "", fmt.Errorf("%s:%d: the block's output line %d is a bare `null` (a jq filter found nothing: the field the text shows is missing)\n%s", name, b.line, n, show())
 	}
 	return tail(outPath, 12), portErr
 }
@@ -572,4 +617,301 @@ func TestREADMERunner(t *testing.T) {
 		f := strings.Fields(string(st))
 		require.True(t, len(f) > 2 && f[2] == "Z", "background sleep still running: %s", st)
 	}
+}
+
+// docFences lists the lines of path's fences that have no language (an
+// opening ``` alone), which TestDocFences refuses: a command block says
+// ```sh (and runs, or carries a marker with its reason), any other block
+// its language, so no command is left unrun without a reason.
+func docFences(path string) ([]int, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var bare []int
+	inside := false
+	for i, l := range strings.Split(strings.ReplaceAll(string(raw), "\r\n", "\n"), "\n") {
+		t := strings.TrimSpace(l)
+		if !strings.HasPrefix(t, "```") {
+			continue
+		}
+		if !inside && t == "```" {
+			bare = append(bare, i+1)
+		}
+		inside = !inside
+	}
+	return bare, nil
+}
+
+// TestDocFences: every fence of README.md and docs/*.md names its
+// language, and docFences finds the ones that do not.
+func TestDocFences(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "x.md")
+	require.NoError(t, os.WriteFile(path, []byte("```sh\nls\n```\n\n```\nbare\n```\n```text\n```\n"), 0o644))
+	bare, err := docFences(path)
+	require.NoError(t, err)
+	require.Equal(t, []int{5}, bare)
+
+	root := moduleRoot(t)
+	for _, name := range docFiles(t, root) {
+		bare, err := docFences(filepath.Join(root, name))
+		require.NoError(t, err)
+		for _, line := range bare {
+			t.Errorf("%s:%d: a ``` fence with no language: write ```sh for a command (it runs, or takes a <!-- readme-test: skip (REASON) --> marker), else the block's language (text, json, yaml, promql, ...)", name, line)
+		}
+	}
+}
+
+// readmePackageRows reads the README's package table (the one headed
+// `| package | holds |`): the paths in backticks of each row's first
+// cell, braces expanded (`core/{a,b}` → core/a, core/b). A path ending in
+// "/" names a directory with no Go code.
+func readmePackageRows(path string) ([]string, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var paths []string
+	in := false
+	tick := regexp.MustCompile("`([^`]+)`")
+	for _, l := range strings.Split(string(raw), "\n") {
+		l = strings.TrimSpace(l)
+		if !in {
+			in = regexp.MustCompile(`^\|\s*package\s*\|\s*holds\s*\|$`).MatchString(l)
+			continue
+		}
+		if !strings.HasPrefix(l, "|") {
+			break
+		}
+		cells := strings.Split(l, "|")
+		if len(cells) < 3 || strings.Trim(cells[1], " -") == "" {
+			continue // the |---| line
+		}
+		for _, m := range tick.FindAllStringSubmatch(cells[1], -1) {
+			paths = append(paths, expandBraces(m[1])...)
+		}
+	}
+	if !in {
+		return nil, fmt.Errorf("%s: no `| package | holds |` table", path)
+	}
+	return paths, nil
+}
+
+// expandBraces expands one {a,b,...} group (the table's only form).
+func expandBraces(s string) []string {
+	i, j := strings.Index(s, "{"), strings.Index(s, "}")
+	if i < 0 || j < i {
+		return []string{s}
+	}
+	var out []string
+	for _, alt := range strings.Split(s[i+1:j], ",") {
+		out = append(out, s[:i]+strings.TrimSpace(alt)+s[j+1:])
+	}
+	return out
+}
+
+// packageDirs lists the package directories of every Go module under root
+// (each go.mod outside build/, bin/, testdata/ and hidden directories),
+// relative to root with slashes, by `go list ./...` in each module.
+func packageDirs(t *testing.T, root string) []string {
+	t.Helper()
+	var mods []string
+	require.NoError(t, filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && p != root {
+			switch n := d.Name(); {
+			case strings.HasPrefix(n, "."), n == "build", n == "bin", n == "testdata", n == "node_modules", n == "vendor":
+				return filepath.SkipDir
+			}
+		}
+		if !d.IsDir() && d.Name() == "go.mod" {
+			mods = append(mods, filepath.Dir(p))
+		}
+		return nil
+	}))
+	var dirs []string
+	for _, m := range mods {
+		c := exec.Command(goTool(t), "list", "-e", "-f", "{{.Dir}}", "./...") // -e: a module whose dependencies are not downloaded still lists its directories
+		c.Dir = m
+		out, err := c.Output()
+		require.NoError(t, err, "go list ./... in %s", m)
+		for _, d := range strings.Fields(string(out)) {
+			rel, err := filepath.Rel(root, d)
+			require.NoError(t, err)
+			dirs = append(dirs, filepath.ToSlash(rel))
+		}
+	}
+	return dirs
+}
+
+// checkPackageTable compares the table's paths with the package
+// directories: every package up to two levels deep (`core/image`,
+// `device`) is a row of its own; a deeper one (`core/model/backbone`) is
+// covered by a row naming it or an ancestor at least two levels deep
+// (`core/model`); every row names a package directory or an ancestor of
+// one (a row ending in "/" an existing directory with no Go code).
+func checkPackageTable(root string, rows, pkgs []string) []string {
+	listed := map[string]bool{}
+	var probs []string
+	for _, r := range rows {
+		if strings.HasSuffix(r, "/") {
+			if fi, err := os.Stat(filepath.Join(root, r)); err != nil || !fi.IsDir() {
+				probs = append(probs, fmt.Sprintf("row %q: no such directory", r))
+			}
+			continue
+		}
+		listed[r] = true
+	}
+	used := map[string]bool{}
+	for _, p := range pkgs {
+		parts := strings.Split(p, "/")
+		covered := false
+		for n := len(parts); n >= 1 && n >= min(2, len(parts)); n-- {
+			if a := strings.Join(parts[:n], "/"); listed[a] {
+				covered, used[a] = true, true
+				break
+			}
+		}
+		if !covered {
+			probs = append(probs, fmt.Sprintf("package %s: not in the table (want a row for %s)", p, strings.Join(parts[:min(2, len(parts))], "/")))
+		}
+	}
+	for r := range listed {
+		if !used[r] {
+			probs = append(probs, fmt.Sprintf("row %q: no package there (moved or removed?)", r))
+		}
+	}
+	sort.Strings(probs)
+	return probs
+}
+
+// TestREADMEPackages holds README.md's package table to the tree, so it
+// cannot go stale as packages move.
+func TestREADMEPackages(t *testing.T) {
+	// The rule itself, on a made-up tree.
+	probs := checkPackageTable(t.TempDir(),
+		[]string{"a", "a/b", "c/d", "gone", "nodir/"},
+		[]string{"a", "a/b", "a/b/c/d", "c/d/e", "x/y/z", "a/k"})
+	require.Equal(t, []string{
+		"package a/k: not in the table (want a row for a/k)",
+		"package x/y/z: not in the table (want a row for x/y)",
+		`row "gone": no package there (moved or removed?)`,
+		`row "nodir/": no such directory`,
+	}, probs)
+	require.Equal(t, []string{"core/a", "core/b"}, expandBraces("core/{a, b}"))
+
+	root := moduleRoot(t)
+	rows, err := readmePackageRows(filepath.Join(root, "README.md"))
+	require.NoError(t, err)
+	for _, p := range checkPackageTable(root, rows, packageDirs(t, root)) {
+		t.Errorf("README.md's package table: %s", p)
+	}
+	if t.Failed() {
+		t.Log("the tree's package directories two levels deep, per module: " +
+			"for m in $(git ls-files '*go.mod'); do (cd $(dirname $m) && go list -f '{{.Dir}}' ./...); done | sed \"s|^$PWD/||\" | cut -d/ -f1-2 | sort -u")
+	}
+}
+
+// TestDocLinks: every relative link of README.md, RATIONALE.md and
+// docs/*.md names a file that exists, and its #anchor a heading there
+// (GitHub's anchors: lower case, punctuation dropped, spaces to hyphens).
+func TestDocLinks(t *testing.T) {
+	require.Equal(t, "the-device-in-its-own-process-devicerunner-devicerunnermd",
+		anchorOf("The device in its own process (device/runner, device/RUNNER.md)"))
+	require.Equal(t, "7-logs-metrics-traces", anchorOf("7. Logs, metrics, traces"))
+
+	root := moduleRoot(t)
+	link := regexp.MustCompile(`\]\(([^)\s]*)\)`)
+	for _, name := range append(docFiles(t, root), "RATIONALE.md") {
+		raw, err := os.ReadFile(filepath.Join(root, name))
+		require.NoError(t, err)
+		for i, l := range strings.Split(string(raw), "\n") {
+			for _, m := range link.FindAllStringSubmatch(l, -1) {
+				target := m[1]
+				if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+					continue
+				}
+				file, anchor, _ := strings.Cut(target, "#")
+				path := filepath.Join(root, name)
+				if file != "" {
+					path = filepath.Join(root, filepath.Dir(name), file)
+					if _, err := os.Stat(path); err != nil {
+						t.Errorf("%s:%d: link %s: %v", name, i+1, target, err)
+						continue
+					}
+				}
+				if anchor != "" && strings.HasSuffix(path, ".md") && !mdAnchors(t, path)[anchor] {
+					t.Errorf("%s:%d: link %s: no heading with that anchor in %s", name, i+1, target, file)
+				}
+			}
+		}
+	}
+}
+
+// TestDocPackagePaths: every ./path the docs name in a command (`go test
+// ./device/cpu`, `go run ./internal/benchmodel/cmd/benchmodel`) is a
+// directory of the checkout, so a package that moves cannot leave a dead
+// command behind in a table cell or a sentence.
+func TestDocPackagePaths(t *testing.T) {
+	ref := regexp.MustCompile("(?:^|[\\s`(])\\./([A-Za-z0-9_.\\-/]+)")
+	root := moduleRoot(t)
+	for _, name := range append(docFiles(t, root), "RATIONALE.md") {
+		raw, err := os.ReadFile(filepath.Join(root, name))
+		require.NoError(t, err)
+		for i, l := range strings.Split(string(raw), "\n") {
+			for _, m := range ref.FindAllStringSubmatch(l, -1) {
+				rel := strings.TrimRight(strings.TrimSuffix(m[1], "..."), "/.")
+				if rel == "" {
+					continue // ./...
+				}
+				if fi, err := os.Stat(filepath.Join(root, rel)); err != nil || !fi.IsDir() {
+					t.Errorf("%s:%d: ./%s: no such directory in the checkout (moved? update the command)", name, i+1, m[1])
+				}
+			}
+		}
+	}
+}
+
+// anchorOf is GitHub's anchor of a heading.
+func anchorOf(h string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(strings.TrimSpace(h)) {
+		switch {
+		case r == ' ':
+			b.WriteRune('-')
+		case r == '-', r == '_', unicode.IsLetter(r), unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// mdAnchors is the set of heading anchors of a Markdown file (headings in
+// fenced blocks are not headings; a repeated one gets -1, -2, ...).
+func mdAnchors(t *testing.T, path string) map[string]bool {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	out, seen := map[string]bool{}, map[string]int{}
+	inside := false
+	for _, l := range strings.Split(string(raw), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "```") {
+			inside = !inside
+			continue
+		}
+		if inside || !strings.HasPrefix(l, "#") {
+			continue
+		}
+		a := anchorOf(strings.TrimLeft(l, "#"))
+		if n := seen[a]; n > 0 {
+			out[fmt.Sprintf("%s-%d", a, n)] = true
+		} else {
+			out[a] = true
+		}
+		seen[a]++
+	}
+	return out
 }
