@@ -15,7 +15,7 @@ ISA_PKGS  := ./core/... ./device/cpu/... ./embodiments/...
 # the server's go.mod. A target builds its tool into TOOLBIN and runs it
 # from the checkout's root: relative paths mean what they always did.
 TOOLBIN   := bin/tools
-tool       = cd tools && $(GO) build -o ../$(TOOLBIN)/$(1) ./cmd/$(1)
+tool       = cd tools && $(GO) build -o $(CURDIR)/$(TOOLBIN)/$(1) ./cmd/$(1)
 
 .PHONY: all build plugins run test torch-deps test-short test-arm64 vet lint bench bench-host bench-model fuzz docker image manifests check-deploy clean
 
