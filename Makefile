@@ -9,6 +9,13 @@ PLUGINDIR := build/plugins
 RACE_PKGS := ./gateway/... ./plugins/... ./core/tensor/... ./core/processor/... ./device/cpu/... ./device/runner/...
 # Fidelity tests (goldens, corpora, kernels): run again at every ISA level.
 ISA_PKGS  := ./core/... ./device/cpu/... ./embodiments/...
+# The build and benchmark tools (gwimage, gwchart, gwschemas, benchmodel)
+# are their own module, tools/ (its go.mod replaces the server module with
+# ../), so Helm, go-containerregistry and the schema validator stay out of
+# the server's go.mod. A target builds its tool into TOOLBIN and runs it
+# from the checkout's root: relative paths mean what they always did.
+TOOLBIN   := bin/tools
+tool       = cd tools && $(GO) build -o $(CURDIR)/$(TOOLBIN)/$(1) ./cmd/$(1)
 
 .PHONY: all build plugins run test torch-deps test-short test-arm64 vet lint bench bench-host bench-model fuzz docker image manifests check-deploy clean
 
@@ -28,7 +35,7 @@ plugins:
 run: build
 	./$(BIN) serve
 
-# The OCI image, built without a daemon or a registry (internal/imagebuild):
+# The OCI image, built without a daemon or a registry (tools/imagebuild):
 # a static binary (CGO_ENABLED=0), the plugins and the embedded default on
 # an empty base, non-root (65532), serving on $$PORT (8080). Writes
 # build/image/oci (an OCI layout) and build/image/gr00tgw.tar (a
@@ -36,8 +43,9 @@ run: build
 # commit time, so the same commit gives the same digest.
 IMAGE_TAG ?= latest
 image: plugins
+	$(call tool,gwimage)
 	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 0) \
-	$(GO) run ./internal/imagebuild/cmd/gwimage --out build/image --tag $(IMAGE_TAG) \
+	$(TOOLBIN)/gwimage --out build/image --tag $(IMAGE_TAG) \
 		--revision "$$(git rev-parse HEAD 2>/dev/null)" \
 		--version "$$(git describe --tags --always --dirty 2>/dev/null)"
 
@@ -45,25 +53,29 @@ image: plugins
 # rendered offline with Helm's own engine (helm.sh/helm/v3 as a library)
 # for every value set (defaults, deploy/helm/values/*.yaml).
 manifests:
-	$(GO) run ./internal/deploycheck/cmd/gwchart render
+	$(call tool,gwchart)
+	$(TOOLBIN)/gwchart render
 
 # helm lint --strict, render, validate every object against the strict
 # schemas of deploy/schemas, compare with deploy/k8s (make test runs the
-# same checks as Go tests in internal/deploycheck).
+# same checks as Go tests in tools/deploycheck).
 check-deploy:
-	$(GO) run ./internal/deploycheck/cmd/gwchart check
+	$(call tool,gwchart)
+	$(TOOLBIN)/gwchart check
 
 # vet, then vet again cross-compiled for darwin/arm64: the tree must build
 # off Linux (device/runner is Linux-only behind build tags; ~30 s more).
 vet:
 	$(GO) vet ./...
 	GOOS=darwin GOARCH=arm64 $(GO) vet ./...
+	cd tools && $(GO) vet ./...
 
 # staticcheck, pinned (fetched through the Go module proxy on first use);
 # build/ is git-ignored scratch space, not the module's code.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 lint:
 	$(GO) run $(STATICCHECK) $$($(GO) list ./... | grep -v /build/)
+	cd tools && $(GO) run $(STATICCHECK) ./...
 
 # Debian's torch for the PyTorch runner's tests (device/torchrunner,
 # serve --backend torch in cmd/gr00tgw): when /usr/bin/python3 cannot
@@ -84,6 +96,8 @@ torch-deps:
 test: plugins vet lint torch-deps
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v -e /gateway -e /plugins -e /core/tensor -e /core/processor -e /device/cpu -e /device/runner)
 	$(GO) test -count=1 -race $(RACE_PKGS)
+	@echo "== the tools module (tools/: image builder, chart renderer and checks, benchmark harness)"
+	cd tools && $(GO) test -count=1 ./...
 	@echo "== the fidelity tests with AVX-512 disabled (AVX2 paths; a no-op on a CPU without AVX-512)"
 	GODEBUG=$${GODEBUG:+$$GODEBUG,}cpu.avx512f=off $(GO) test -count=1 $(ISA_PKGS)
 	@echo "== the fidelity tests with the portable code (-tags purego)"
@@ -91,6 +105,7 @@ test: plugins vet lint torch-deps
 
 test-short: plugins
 	$(GO) test -count=1 -short ./...
+	cd tools && $(GO) test -count=1 -short ./...
 
 # linux/arm64 under qemu-user (opt-in; not part of test). Cross-builds and
 # vets the tree for arm64, builds every test binary of ARM64_PKGS with
@@ -135,6 +150,7 @@ test-arm64:
 
 bench:
 	$(GO) test -run='^$$' -bench=. -benchtime=20x -benchmem ./...
+	cd tools && $(GO) test -run='^$$' -bench=. -benchtime=20x -benchmem ./...
 
 # Host pipeline (decode 4 PNGs + eval chain + patchify + tokenize + mRoPE) in
 # Go, next to the Python reference pipeline (Debian cv2/PIL/torch) on the
@@ -157,7 +173,8 @@ bench-host:
 # memory is torch's ~15 GB (the Go side ~6 GB, never both at once).
 BENCH_CHECKPOINT ?= build/n17-real
 bench-model:
-	$(GO) run ./internal/benchmodel/cmd/benchmodel -gemm -stages -checkpoint $(BENCH_CHECKPOINT)
+	$(call tool,benchmodel)
+	$(TOOLBIN)/benchmodel -gemm -stages -checkpoint $(BENCH_CHECKPOINT)
 
 # Every fuzz target in the tree for FUZZTIME each (opt-in; not part of test).
 FUZZTIME ?= 10s

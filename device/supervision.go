@@ -45,7 +45,8 @@ type RunnerStatus struct {
 	Index int `json:"index"`
 	// PID is the runner process (0 while none runs).
 	PID int `json:"pid"`
-	// State is "ok", "starting", "restarting" or "failed".
+	// State is one of the RunnerState values: "ok", "starting",
+	// "restarting" or "failed".
 	State string `json:"state"`
 	// Restarts counts restarts since the backend opened; Failures the
 	// consecutive failed starts now.
@@ -65,6 +66,22 @@ type RunnerStatus struct {
 	// RestartsByCause counts restarts by LastCauseKind.
 	RestartsByCause map[string]int `json:"restarts_by_cause,omitempty"`
 }
+
+// RunnerState is a supervised device's state (RunnerStatus.State, the
+// state label of the gateway's runner metrics).
+type RunnerState string
+
+const (
+	// RunnerStarting: the device is starting, or passing its gate after a
+	// restart; it takes no calls yet.
+	RunnerStarting RunnerState = "starting"
+	// RunnerOK: the device takes calls.
+	RunnerOK RunnerState = "ok"
+	// RunnerRestarting: the device went away and is being restarted.
+	RunnerRestarting RunnerState = "restarting"
+	// RunnerFailed: the device gave up restarting; it stays down.
+	RunnerFailed RunnerState = "failed"
+)
 
 // GateFunc checks a freshly (re)started device before it takes traffic:
 // the gateway's warm-up on the demo observation, golden-checked. b runs on

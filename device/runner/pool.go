@@ -28,7 +28,7 @@ import (
 type Pool struct {
 	o       Options
 	layout  Layout
-	off     [8]int
+	off     [NumSlots]int // byte offsets by Slot
 	segSize int
 	factsMu sync.RWMutex
 	facts   device.Facts // Extra is replaced, never modified in place (factsMu)
@@ -70,6 +70,7 @@ type worker struct {
 
 	mu     sync.Mutex
 	cur    *conn
+	state  device.RunnerState // the truth; status.State is set from it by Supervision
 	status device.RunnerStatus
 	gated  bool
 }
@@ -91,8 +92,8 @@ func Open(ctx context.Context, o Options) (*Pool, error) {
 		argv := append(append([]string(nil), o.Command...), "--fd", "3", "--backend", o.Backend,
 			"--weights-dir", o.Device.WeightsDir, "--policy", o.Device.Policy, "--threads", strconv.Itoa(threads),
 			"--index", strconv.Itoa(i))
-		p.workers = append(p.workers, &worker{p: p, index: i, argv: argv,
-			status: device.RunnerStatus{Index: i, State: "starting", Since: time.Now(), RestartsByCause: map[string]int{}}})
+		p.workers = append(p.workers, &worker{p: p, index: i, argv: argv, state: device.RunnerStarting,
+			status: device.RunnerStatus{Index: i, Since: time.Now(), RestartsByCause: map[string]int{}}})
 	}
 	errs := make([]error, len(p.workers))
 	var wg sync.WaitGroup
@@ -142,7 +143,7 @@ func Open(ctx context.Context, o Options) (*Pool, error) {
 	extra["runner_impl"] = h.Runner
 	p.facts.Extra = extra
 	for _, w := range p.workers {
-		w.setState("ok", "")
+		w.setState(device.RunnerOK, "")
 		w.mu.Lock()
 		w.status.PID = w.cur.pid
 		w.mu.Unlock()
@@ -196,14 +197,15 @@ func (p *Pool) Supervision() device.Supervision {
 	for _, w := range p.workers {
 		w.mu.Lock()
 		st := w.status
+		st.State = string(w.state)
 		st.RestartsByCause = maps.Clone(st.RestartsByCause)
 		st.LastStderr = append([]string(nil), st.LastStderr...)
 		w.mu.Unlock()
 		s.Runners = append(s.Runners, st)
-		switch st.State {
-		case "ok":
+		switch device.RunnerState(st.State) {
+		case device.RunnerOK:
 			s.Serving = true
-		case "failed":
+		case device.RunnerFailed:
 			failed++
 			reasons = append(reasons, fmt.Sprintf("runner[%d] failed: %s", st.Index, st.LastCause))
 		default:
@@ -318,8 +320,8 @@ func (w *worker) predict(ctx context.Context, in *device.Inputs) (*device.Result
 		}
 		defer p.putSegment(seg)
 		if len(in.PixelValues) > 0 {
-			if 4*len(in.PixelValues) > p.off[1] {
-				return nil, fmt.Errorf("%w: runner: pixel_values of %d values over the segment's %d", device.ErrInput, len(in.PixelValues), p.off[1]/4)
+			if 4*len(in.PixelValues) > p.off[SlotInputIDs] {
+				return nil, fmt.Errorf("%w: runner: pixel_values of %d values over the segment's %d", device.ErrInput, len(in.PixelValues), p.off[SlotInputIDs]/4)
 			}
 			copy(seg.f32(Span{0, len(in.PixelValues)}), in.PixelValues)
 			p.copies.Add(1)
@@ -369,9 +371,9 @@ func (w *worker) predict(ctx context.Context, in *device.Inputs) (*device.Result
 // are refused (ErrInput).
 func (p *Pool) fill(seg *segment, in *device.Inputs) (*PredictBody, error) {
 	l, off := p.layout, p.off
-	put := func(name string, slot int, n, capN int) (Span, error) {
+	put := func(slot Slot, n, capN int) (Span, error) {
 		if n > capN {
-			return Span{}, fmt.Errorf("%w: runner: %s has %d values, the segment holds %d", device.ErrInput, name, n, capN)
+			return Span{}, fmt.Errorf("%w: runner: %s has %d values, the segment holds %d", device.ErrInput, slot, n, capN)
 		}
 		return Span{Offset: off[slot], Count: n}, nil
 	}
@@ -382,47 +384,47 @@ func (p *Pool) fill(seg *segment, in *device.Inputs) (*PredictBody, error) {
 		b.ImageGridTHW = [][3]int{}
 	}
 	var err error
-	if b.PixelValues, err = put("pixel_values", 0, len(in.PixelValues), off[1]/4); err != nil {
+	if b.PixelValues, err = put(SlotPixelValues, len(in.PixelValues), off[SlotInputIDs]/4); err != nil {
 		return nil, err
 	}
-	if b.InputIDs, err = put("input_ids", 1, S, l.MaxSeq); err != nil {
+	if b.InputIDs, err = put(SlotInputIDs, S, l.MaxSeq); err != nil {
 		return nil, err
 	}
 	copy(seg.i32(b.InputIDs), in.InputIDs)
 	if in.AttentionMask != nil {
-		sp, err := put("attention_mask", 2, len(in.AttentionMask), l.MaxSeq)
+		sp, err := put(SlotAttentionMask, len(in.AttentionMask), l.MaxSeq)
 		if err != nil {
 			return nil, err
 		}
 		copy(seg.i32(sp), in.AttentionMask)
 		b.AttentionMask = &sp
 	}
-	if b.PositionIDs, err = put("position_ids", 3, len(in.PositionIDs), 3*l.MaxSeq); err != nil {
+	if b.PositionIDs, err = put(SlotPositionIDs, len(in.PositionIDs), 3*l.MaxSeq); err != nil {
 		return nil, err
 	}
 	copy(seg.i32(b.PositionIDs), in.PositionIDs)
-	if b.State, err = put("state", 4, len(in.State), l.StateDim); err != nil {
+	if b.State, err = put(SlotState, len(in.State), l.StateDim); err != nil {
 		return nil, err
 	}
 	copy(seg.f32(b.State), in.State)
 	if in.Noise != nil {
-		sp, err := put("noise", 5, len(in.Noise), l.ActionHorizon*l.ActionDim)
+		sp, err := put(SlotNoise, len(in.Noise), l.ActionHorizon*l.ActionDim)
 		if err != nil {
 			return nil, err
 		}
 		copy(seg.f32(sp), in.Noise)
 		b.Noise = &sp
 	} else if p.o.DrawNoise {
-		sp := Span{Offset: off[5], Count: l.ActionHorizon * l.ActionDim}
+		sp := Span{Offset: off[SlotNoise], Count: l.ActionHorizon * l.ActionDim}
 		noise.Randn(seg.f32(sp), in.Seed)
 		b.Noise = &sp
 	}
-	b.Output = Span{Offset: off[6], Count: l.ActionHorizon * l.ActionDim}
+	b.Output = Span{Offset: off[SlotOutput], Count: l.ActionHorizon * l.ActionDim}
 	if r := in.RTC; r != nil {
 		if !p.rtc {
 			return nil, fmt.Errorf("%w: runner: rtc asked, but the runner (%s) does not list the feature %q in HELLO", device.ErrInput, p.impl, FeatureRTC)
 		}
-		sp, err := put("rtc prev", 7, len(r.Prev), l.ActionHorizon*l.ActionDim)
+		sp, err := put(SlotRTCPrev, len(r.Prev), l.ActionHorizon*l.ActionDim)
 		if err != nil {
 			return nil, err
 		}
@@ -451,7 +453,7 @@ func (p *Pool) acquire(ctx context.Context, want *worker) (*worker, error) {
 		}
 		serving := false
 		for _, w := range p.workers {
-			if (want == nil || w == want) && w.state() == "ok" {
+			if (want == nil || w == want) && w.currentState() == device.RunnerOK {
 				serving = true
 			}
 		}
@@ -462,7 +464,7 @@ func (p *Pool) acquire(ctx context.Context, want *worker) (*worker, error) {
 		}
 		if !serving {
 			want.mu.Lock()
-			st, cause := want.status.State, want.status.LastCause
+			st, cause := want.state, want.status.LastCause
 			want.mu.Unlock()
 			return nil, fmt.Errorf("%w: runner[%d] is %s: %s", device.ErrRestarting, want.index, st, cause)
 		}
@@ -478,7 +480,7 @@ func (p *Pool) acquire(ctx context.Context, want *worker) (*worker, error) {
 // away under the call is put back by its supervisor once restarted).
 func (p *Pool) release(w *worker) {
 	w.mu.Lock()
-	ok := w.status.State == "ok" && w.cur != nil
+	ok := w.state == device.RunnerOK && w.cur != nil
 	if ok {
 		select {
 		case <-w.cur.dead:
@@ -521,7 +523,7 @@ func (p *Pool) SetGate(ctx context.Context, gate device.GateFunc) error {
 	var errs []error
 	for _, w := range p.workers {
 		w.mu.Lock()
-		skip := w.gated || w.status.State != "ok"
+		skip := w.gated || w.state != device.RunnerOK
 		w.mu.Unlock()
 		if skip {
 			continue
@@ -576,15 +578,17 @@ func (b workerBackend) Predict(ctx context.Context, in *device.Inputs) (*device.
 func (b workerBackend) Facts() device.Facts { return b.w.p.Facts() }
 func (b workerBackend) Close() error        { return nil }
 
-func (w *worker) state() string {
+func (w *worker) currentState() device.RunnerState {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.status.State
+	return w.state
 }
 
-func (w *worker) setState(st, cause string) {
+// setState moves w to st (since now), recording cause when not "", and
+// wakes the callers waiting for a runner.
+func (w *worker) setState(st device.RunnerState, cause string) {
 	w.mu.Lock()
-	w.status.State, w.status.Since = st, time.Now()
+	w.state, w.status.Since = st, time.Now()
 	if cause != "" {
 		w.status.LastCause = cause
 	}
@@ -636,7 +640,7 @@ func (w *worker) flapped(c *conn, up time.Duration) bool {
 	err := fmt.Errorf("runner went away %v after it started serving (under %v): %s", up.Round(time.Millisecond), p.o.stableUptime, cause)
 	p.log.Error("runner restart failed", "runner", w.index, "attempt", failures, "of", p.o.MaxRestarts, "err", err)
 	if failures >= p.o.MaxRestarts {
-		w.setState("failed", fmt.Sprintf("%d consecutive failed restarts; last: %v", failures, err))
+		w.setState(device.RunnerFailed, fmt.Sprintf("%d consecutive failed restarts; last: %v", failures, err))
 		p.log.Error("runner failed for good", "runner", w.index, "restarts", failures)
 		return true
 	}
@@ -665,17 +669,19 @@ func (w *worker) down(c *conn) {
 	w.gated = false
 	// State with cur: a second down (the supervisor's and the caller's
 	// race) returns early, and its caller must already see restarting.
-	w.status.State, w.status.Since = "restarting", time.Now()
+	w.state, w.status.Since = device.RunnerRestarting, time.Now()
 	w.mu.Unlock()
 	p.removeIdle(w) // and notify
 	p.log.Error("runner went away; restarting", "runner", w.index, "pid", c.pid, "cause", cause, "kind", kind,
 		"last_stderr", lines)
 }
 
-// watch pings c until it is dead or the pool closes.
+// watch pings c until it is dead or the pool closes (then it stops the
+// pings and closes c); after the stable uptime it resets w's consecutive
+// failures.
 func (w *worker) watch(c *conn) {
-	t := time.NewTicker(w.p.o.PingInterval)
-	defer t.Stop()
+	stopPings := w.p.keepPinging(c)
+	defer stopPings()
 	stable := time.NewTimer(w.p.o.stableUptime)
 	defer stable.Stop()
 	for {
@@ -690,12 +696,39 @@ func (w *worker) watch(c *conn) {
 		case <-c.dead:
 			return
 		case <-w.p.stop:
+			stopPings()
 			c.close(5 * time.Second)
 			return
-		case <-t.C:
-			go c.ping(w.p.o.PingTimeout)
 		}
 	}
+}
+
+// keepPinging pings c every PingInterval, each ping in its own goroutine (a
+// runner that sends no pong within PingTimeout is killed as hung), until
+// c is dead or stop is called. stop is idempotent and returns once the
+// loop has ended: no ping starts after it (one already sent may still be
+// waiting for its pong). watch and restart's gate share it.
+func (p *Pool) keepPinging(c *conn) (stop func()) {
+	done, ended := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ended)
+		t := time.NewTicker(p.o.PingInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-c.dead:
+				return
+			case <-t.C:
+				go c.ping(p.o.PingTimeout)
+			}
+		}
+	}()
+	return sync.OnceFunc(func() {
+		close(done)
+		<-ended
+	})
 }
 
 // restart starts a new runner for w with backoff, gating it; nil when the
@@ -742,24 +775,12 @@ func (w *worker) restart() *conn {
 			p.mu.Lock()
 			gate := p.gate
 			p.mu.Unlock()
-			w.setState("starting", "")
+			w.setState(device.RunnerStarting, "")
 			// The gate runs while the runner is out of rotation; it is
 			// pinged meanwhile.
-			gdone := make(chan struct{})
-			go func() {
-				t := time.NewTicker(p.o.PingInterval)
-				defer t.Stop()
-				for {
-					select {
-					case <-gdone:
-						return
-					case <-t.C:
-						go c.ping(p.o.PingTimeout)
-					}
-				}
-			}()
+			stopPings := p.keepPinging(c)
 			err = w.runGate(ctx, gate)
-			close(gdone)
+			stopPings()
 			if err != nil {
 				kind = "gate"
 				c.kill("gate", err.Error())
@@ -770,7 +791,7 @@ func (w *worker) restart() *conn {
 		if err == nil {
 			// Failures stays until the runner has been up for the
 			// stable uptime (watch resets it).
-			w.setState("ok", "")
+			w.setState(device.RunnerOK, "")
 			p.log.Info("runner restarted", "runner", w.index, "pid", c.pid)
 			p.putIdle(w)
 			return c
@@ -795,11 +816,11 @@ func (w *worker) restart() *conn {
 		w.mu.Unlock()
 		p.log.Error("runner restart failed", "runner", w.index, "attempt", failures, "of", p.o.MaxRestarts, "err", err)
 		if failures >= p.o.MaxRestarts {
-			w.setState("failed", fmt.Sprintf("%d consecutive failed restarts; last: %v", failures, err))
+			w.setState(device.RunnerFailed, fmt.Sprintf("%d consecutive failed restarts; last: %v", failures, err))
 			p.log.Error("runner failed for good", "runner", w.index, "restarts", failures)
 			return nil
 		}
-		w.setState("restarting", "")
+		w.setState(device.RunnerRestarting, "")
 	}
 }
 

@@ -118,13 +118,41 @@ func (l Layout) SegmentSize() int {
 	return end
 }
 
-// offsets returns the fixed offsets of the tensors of a full-layout segment
-// (in order: pixel_values, input_ids, attention_mask, position_ids, state,
-// noise, output, rtc prev) and the segment size.
-func (l Layout) offsets() ([8]int, int) {
-	sizes := [8]int{l.MaxPatches * l.PixelCols, l.MaxSeq, l.MaxSeq, 3 * l.MaxSeq, l.StateDim,
-		l.ActionHorizon * l.ActionDim, l.ActionHorizon * l.ActionDim, l.ActionHorizon * l.ActionDim}
-	var off [8]int
+// Slot is a tensor's place in a full-layout segment: Layout.Offsets is
+// indexed by it, and the tensors lie in the segment in this order.
+type Slot int
+
+const (
+	SlotPixelValues   Slot = iota // at offset 0, so that an encoder can write it in place
+	SlotInputIDs                  // int32, MaxSeq
+	SlotAttentionMask             // int32, MaxSeq
+	SlotPositionIDs               // int32, 3 × MaxSeq
+	SlotState                     // float32, StateDim
+	SlotNoise                     // float32, ActionHorizon × ActionDim
+	SlotOutput                    // float32 action_pred, ActionHorizon × ActionDim
+	SlotRTCPrev                   // float32 RTC previous chunk, ActionHorizon × ActionDim
+	NumSlots                      // the number of slots
+)
+
+var slotNames = [NumSlots]string{"pixel_values", "input_ids", "attention_mask", "position_ids", "state", "noise", "output", "rtc prev"}
+
+// String is the tensor's name (pixel_values, input_ids, …, rtc prev).
+func (s Slot) String() string {
+	if s < 0 || s >= NumSlots {
+		return fmt.Sprintf("slot(%d)", int(s))
+	}
+	return slotNames[s]
+}
+
+// offsets returns the fixed offsets of the tensors of a full-layout
+// segment, by Slot, and the segment size.
+func (l Layout) offsets() ([NumSlots]int, int) {
+	chunk := l.ActionHorizon * l.ActionDim
+	sizes := [NumSlots]int{
+		SlotPixelValues: l.MaxPatches * l.PixelCols, SlotInputIDs: l.MaxSeq, SlotAttentionMask: l.MaxSeq,
+		SlotPositionIDs: 3 * l.MaxSeq, SlotState: l.StateDim, SlotNoise: chunk, SlotOutput: chunk, SlotRTCPrev: chunk,
+	}
+	var off [NumSlots]int
 	p := 0
 	for i, n := range sizes {
 		off[i] = p
@@ -254,11 +282,10 @@ type msg struct {
 	fd   int // a descriptor received with it, -1 if none
 }
 
-// Offsets returns the byte offsets of a full-layout segment's tensors, in
-// order pixel_values, input_ids, attention_mask, position_ids, state,
-// noise, output, rtc prev (the layout the Go client uses; any in-bounds
-// spans are valid on the wire).
-func (l Layout) Offsets() [8]int {
+// Offsets returns the byte offsets of a full-layout segment's tensors, by
+// Slot (the layout the Go client uses; any in-bounds spans are valid on
+// the wire).
+func (l Layout) Offsets() [NumSlots]int {
 	off, _ := l.offsets()
 	return off
 }

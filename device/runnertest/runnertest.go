@@ -193,22 +193,22 @@ func (p *peer) attach(id uint32, size int) {
 func (p *peer) predictBody(in *device.Inputs) runner.PredictBody {
 	l := p.hello.Layout
 	off := l.Offsets()
-	sp := func(slot, n int) runner.Span { return runner.Span{Offset: off[slot], Count: n} }
-	b := runner.PredictBody{Segment: p.segID, PixelValues: sp(0, len(in.PixelValues)), PixelRows: in.PixelRows, PixelCols: in.PixelCols,
-		ImageGridTHW: in.ImageGridTHW, InputIDs: sp(1, len(in.InputIDs)), PositionIDs: sp(3, len(in.PositionIDs)),
-		State: sp(4, len(in.State)), Seed: in.Seed, EmbodimentID: in.EmbodimentID,
-		Output: sp(6, l.ActionHorizon*l.ActionDim)}
+	sp := func(slot runner.Slot, n int) runner.Span { return runner.Span{Offset: off[slot], Count: n} }
+	b := runner.PredictBody{Segment: p.segID, PixelValues: sp(runner.SlotPixelValues, len(in.PixelValues)), PixelRows: in.PixelRows, PixelCols: in.PixelCols,
+		ImageGridTHW: in.ImageGridTHW, InputIDs: sp(runner.SlotInputIDs, len(in.InputIDs)), PositionIDs: sp(runner.SlotPositionIDs, len(in.PositionIDs)),
+		State: sp(runner.SlotState, len(in.State)), Seed: in.Seed, EmbodimentID: in.EmbodimentID,
+		Output: sp(runner.SlotOutput, l.ActionHorizon*l.ActionDim)}
 	copy(p.seg.F32(b.PixelValues), in.PixelValues)
 	copy(p.seg.I32(b.InputIDs), in.InputIDs)
 	copy(p.seg.I32(b.PositionIDs), in.PositionIDs)
 	copy(p.seg.F32(b.State), in.State)
 	if in.AttentionMask != nil {
-		s := sp(2, len(in.AttentionMask))
+		s := sp(runner.SlotAttentionMask, len(in.AttentionMask))
 		copy(p.seg.I32(s), in.AttentionMask)
 		b.AttentionMask = &s
 	}
 	if in.Noise != nil {
-		s := sp(5, len(in.Noise))
+		s := sp(runner.SlotNoise, len(in.Noise))
 		copy(p.seg.F32(s), in.Noise)
 		b.Noise = &s
 	}
@@ -353,9 +353,10 @@ func Run(t *testing.T, start StartFunc, o Options) {
 		off := p.hello.Layout.Offsets()
 		b := runner.PredictBody{Segment: 1, PixelValues: runner.Span{Offset: 0, Count: len(o.Inputs.PixelValues)},
 			PixelRows: o.Inputs.PixelRows, PixelCols: o.Inputs.PixelCols, ImageGridTHW: o.Inputs.ImageGridTHW,
-			InputIDs: runner.Span{Offset: off[1], Count: len(o.Inputs.InputIDs)}, PositionIDs: runner.Span{Offset: off[3], Count: len(o.Inputs.PositionIDs)},
-			State: runner.Span{Offset: off[4], Count: len(o.Inputs.State)}, EmbodimentID: o.Inputs.EmbodimentID,
-			Output: runner.Span{Offset: off[6], Count: 1}}
+			InputIDs:    runner.Span{Offset: off[runner.SlotInputIDs], Count: len(o.Inputs.InputIDs)},
+			PositionIDs: runner.Span{Offset: off[runner.SlotPositionIDs], Count: len(o.Inputs.PositionIDs)},
+			State:       runner.Span{Offset: off[runner.SlotState], Count: len(o.Inputs.State)}, EmbodimentID: o.Inputs.EmbodimentID,
+			Output: runner.Span{Offset: off[runner.SlotOutput], Count: 1}}
 		p.expectError(p.send(runner.MsgPredict, b, -1), runner.KindInput)
 		p.expect(p.send(runner.MsgPing, nil, -1), runner.MsgPong) // still serving
 	})

@@ -27,7 +27,8 @@ type Rule struct {
 // Rules are the directions of architecture.md, most specific first.
 var Rules = []Rule{
 	{Prefix: "cmd", All: true, Why: "the binary wires everything"},
-	{Prefix: "internal", All: true, Why: "build and benchmark tools"},
+	{Prefix: "internal/inputsdir", May: []string{"core", "device"}, Why: "reads encoded model inputs for gr00tgw run and the benchmarks"},
+	{Prefix: "internal", Why: "shared leaves (freelist, benchcpu, archtest); the build tools are their own module, tools/"},
 	{Prefix: "assets", Why: "finds the embedded default; a leaf"},
 	{Prefix: "config", Why: "configuration knows no other package"},
 	{Prefix: "core", May: []string{"internal/freelist"}, Why: "core knows nothing of HTTP, plugins or devices"},

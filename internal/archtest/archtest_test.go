@@ -77,6 +77,7 @@ func TestCheckFindsPlantedViolations(t *testing.T) {
 		"gateway/zmq/zmqclient": {"gateway/zmq"},
 		"newtop/thing":          nil,
 		"config":                {"device"},
+		"internal/benchcpu":     {"gateway"},
 	}
 	got := strings.Join(Check(g), "\n")
 	for _, want := range []string{
@@ -87,6 +88,7 @@ func TestCheckFindsPlantedViolations(t *testing.T) {
 		"gateway/zmq/zmqclient -> gateway/zmq: a client package imports a server package",
 		"newtop/thing: no rule covers this package",
 		"config -> device: config may import itself only",
+		"internal/benchcpu -> gateway: internal may import itself only",
 	} {
 		assert.Contains(t, got, want)
 	}

@@ -2,7 +2,7 @@
 // files laid out like testdata/n17-tiny/caseA (pixel_values,
 // image_grid_thw, input_ids, attention_mask, position_ids, and optionally
 // state_normalized and noise): the one reader of that layout for
-// `gr00tgw run` and internal/benchmodel.
+// `gr00tgw run` and tools/benchmodel.
 package inputsdir
 
 import (

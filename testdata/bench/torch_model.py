@@ -3,7 +3,7 @@
 
     OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 testdata/bench/torch_model.py [--reps 5] [--only vit,llm,dit]
 
-The same computations the Go side times (internal/benchmodel), with random
+The same computations the Go side times (tools/benchmodel), with random
 fp32 weights (speed does not depend on the values):
 
 vit_block          one Qwen3-VL vision block on 1792 patch rows (4 images x

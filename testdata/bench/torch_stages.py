@@ -4,7 +4,7 @@
     OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 testdata/bench/torch_stages.py \\
         --weights-dir DIR --inputs testdata/n17-tiny/caseA [--reps 2] [--out OUTDIR] [--check]
 
-A test tool for `make bench-model` (internal/benchmodel/cmd/benchmodel
+A test tool for `make bench-model` (tools/cmd/benchmodel
 -stages). It loads a checkpoint directory (safetensors, single or sharded;
 BF16/F16/F32) into fp32 torch tensors with the torch runner's model
 (device/torchrunner/gr00t_torchrunner/model.py: the kept LLM layers only),

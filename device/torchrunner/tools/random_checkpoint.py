@@ -1,6 +1,6 @@
 """A real-size GR00T N1.7-3B checkpoint with random weights, written in Python.
 
-The Python twin of the Go writer `internal/benchmodel` (`make bench-model`
+The Python twin of the Go writer `tools/benchmodel` (`make bench-model`
 writes `build/n17-real` with it), for hosts that have Python but no Go —
 the GPU check (`scripts/gpu-check.sh`) generates its checkpoint on the
 device host with this module instead of carrying 6.3 GB there:
@@ -25,7 +25,7 @@ shapes, dtype (BF16), shard split, index and side files:
 ``--scale tiny`` writes the tiny checkpoint's plan instead (its
 config.json as is, plus its backbone_config.json): a few MB, for tests.
 ``--describe`` prints the plan, config and shard map as JSON and writes
-nothing (the Go test ``internal/benchmodel`` compares it with
+nothing (the Go test ``tools/benchmodel`` compares it with
 ``model.Plan``).
 
 Values mirror the Go writer's init, not its random stream: uniform with

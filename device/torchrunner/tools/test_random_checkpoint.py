@@ -2,7 +2,7 @@
 
     python3 -B -m unittest discover -s device/torchrunner/tools -p 'test_*.py'
 
-The Go test internal/benchmodel TestPythonCheckpoint runs this and compares
+The Go test tools/benchmodel TestPythonCheckpoint runs this and compares
 the Python writer with the Go one (headers and index byte for byte).
 """
 

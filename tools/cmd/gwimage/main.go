@@ -1,8 +1,10 @@
 // Command gwimage builds gr00tgw's OCI image without a daemon or a
-// registry (package internal/imagebuild):
+// registry (package tools/imagebuild; make image):
 //
-//	go run ./internal/imagebuild/cmd/gwimage [--out build/image] [--tag latest] [--arch amd64]
+//	cd tools && go run ./cmd/gwimage [--out DIR] [--tag latest] [--arch amd64]
 //
+// It works on the checkout holding the server module's go.mod, from any
+// directory inside it; OUT defaults to the checkout's build/image.
 // It builds a static binary (CGO_ENABLED=0) into OUT/rootfs-bin/gr00tgw,
 // takes testdata/n17-tiny, testdata/tokenizer and build/plugins (run make
 // plugins first) and writes
@@ -28,7 +30,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gr00tgw/gr00tgw/internal/imagebuild"
+	"github.com/gr00tgw/gr00tgw/tools/imagebuild"
+	"github.com/gr00tgw/gr00tgw/tools/internal/repo"
 )
 
 func main() {
@@ -39,7 +42,7 @@ func main() {
 }
 
 func run() error {
-	out := flag.String("out", "build/image", "output directory (oci/ layout and gr00tgw.tar)")
+	out := flag.String("out", "", "output directory (oci/ layout and gr00tgw.tar; default build/image of the checkout)")
 	tag := flag.String("tag", "latest", "image tag (the reference is gr00tgw:TAG)")
 	arch := flag.String("arch", runtime.GOARCH, "GOARCH of the binary and the image")
 	rootfs := flag.String("rootfs", "", "write the image's file system to this directory instead of an image")
@@ -52,9 +55,12 @@ func run() error {
 		return fmt.Errorf("unexpected arguments %q", flag.Args())
 	}
 	ctx := context.Background()
-	checkout, err := moduleRoot()
+	checkout, err := repo.Root()
 	if err != nil {
 		return err
+	}
+	if *out == "" {
+		*out = filepath.Join(checkout, "build", "image")
 	}
 	created := time.Unix(0, 0)
 	if v := os.Getenv("SOURCE_DATE_EPOCH"); v != "" {
@@ -142,20 +148,4 @@ func run() error {
 	fmt.Printf("  OCI layout      %s   (podman run --rm -p 8080:8080 oci:%s:%s)\n", layoutDir, layoutDir, spec.RefName())
 	fmt.Printf("  docker-archive  %s   %.1f MiB (podman load -i %s; docker load -i %s)\n", archive, float64(st.Size())/(1<<20), archive, archive)
 	return nil
-}
-
-// moduleRoot is the directory holding go.mod above the working directory.
-func moduleRoot() (string, error) {
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for d := wd; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			return d, nil
-		}
-		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("no go.mod above %s (run gwimage inside the checkout)", wd)
-		}
-	}
 }

@@ -2,13 +2,15 @@
 // deploy/schemas from their upstream sources (see deploy/schemas/README.md
 // for the exact files, versions and checksums):
 //
-//	go run ./internal/deploycheck/cmd/gwschemas --swagger swagger.json \
+//	(cd tools && go build -o ../bin/tools/ ./cmd/gwschemas)
+//	bin/tools/gwschemas --swagger swagger.json \
 //	    --crd keda.sh_scaledobjects.yaml=v1alpha1 \
 //	    --crd serving.kserve.io_servingruntimes.yaml=v1alpha1 \
 //	    --crd serving.kserve.io_inferenceservices.yaml=v1beta1 \
 //	    --out deploy/schemas
 //
-// The sources are read from local files: nothing is downloaded.
+// The sources are read from local files (paths relative to the working
+// directory): nothing is downloaded.
 package main
 
 import (
@@ -17,7 +19,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/gr00tgw/gr00tgw/internal/deploycheck"
+	"github.com/gr00tgw/gr00tgw/tools/deploycheck"
 )
 
 type crdFlags []deploycheck.CRDSource

@@ -21,19 +21,16 @@ import (
 
 	"github.com/gr00tgw/gr00tgw/config"
 	"github.com/gr00tgw/gr00tgw/gateway"
-	"github.com/gr00tgw/gr00tgw/internal/imagebuild"
+	"github.com/gr00tgw/gr00tgw/tools/imagebuild"
+	"github.com/gr00tgw/gr00tgw/tools/internal/repo"
 )
 
+// checkout is the server module's root (the chart, the schemas, deploy/k8s).
 func checkout(t testing.TB) string {
 	t.Helper()
-	wd, err := os.Getwd()
+	root, err := repo.Root()
 	require.NoError(t, err)
-	for d := wd; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			return d
-		}
-		require.NotEqual(t, filepath.Dir(d), d, "no go.mod above %s", wd)
-	}
+	return root
 }
 
 var (

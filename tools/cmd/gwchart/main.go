@@ -1,11 +1,12 @@
 // Command gwchart renders and checks the Helm chart offline (package
-// internal/deploycheck):
+// tools/deploycheck; make manifests, make check-deploy):
 //
-//	go run ./internal/deploycheck/cmd/gwchart render   # rewrite deploy/k8s/<set>.yaml for every value set
-//	go run ./internal/deploycheck/cmd/gwchart check    # helm lint --strict, render, validate against
-//	                                                   # deploy/schemas, compare with deploy/k8s
+//	cd tools && go run ./cmd/gwchart render   # rewrite deploy/k8s/<set>.yaml for every value set
+//	cd tools && go run ./cmd/gwchart check    # helm lint --strict, render, validate against
+//	                                          # deploy/schemas, compare with deploy/k8s
 //
-// Run it from the checkout (any directory below go.mod).
+// Run it anywhere in the checkout: it works on the directory holding the
+// server module's go.mod (tools/internal/repo).
 package main
 
 import (
@@ -15,7 +16,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/gr00tgw/gr00tgw/internal/deploycheck"
+	"github.com/gr00tgw/gr00tgw/tools/deploycheck"
+	"github.com/gr00tgw/gr00tgw/tools/internal/repo"
 )
 
 func main() {
@@ -30,7 +32,7 @@ func main() {
 }
 
 func run(cmd string) error {
-	root, err := moduleRoot()
+	root, err := repo.Root()
 	if err != nil {
 		return err
 	}
@@ -67,19 +69,4 @@ func run(cmd string) error {
 		fmt.Printf("%-12s %d objects valid against %s (Kubernetes %s)\n", r.Set.Name, n, deploycheck.SchemaDir, deploycheck.KubeVersion)
 	}
 	return errors.Join(errs...)
-}
-
-func moduleRoot() (string, error) {
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for d := wd; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			return d, nil
-		}
-		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("no go.mod above %s", wd)
-		}
-	}
 }

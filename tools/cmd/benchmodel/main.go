@@ -1,5 +1,5 @@
 // Command benchmodel times a real-size ViT block, LLM decoder layer and DiT
-// step of the Go CPU backend (internal/benchmodel) and, when Debian's
+// step of the Go CPU backend (tools/benchmodel) and, when Debian's
 // PyTorch is installed, the same computations in torch
 // (testdata/bench/torch_model.py), in one run, and prints Go ms, torch ms
 // and their ratio per item. With -gemm it first runs the GEMM comparison
@@ -9,10 +9,12 @@
 // testdata/bench/torch_stages.py, with both sides' load time, peak RSS and
 // the action_pred agreement, then (-torch-bf16; by default where the CPU
 // has AVX512_BF16 or AMX) the torch runner's bf16 path on the CPU beside
-// the Go fp32 backend. Run it from the repository root (`make
-// bench-model` runs all three):
+// the Go fp32 backend. Run it from the repository root (its paths,
+// testdata/ included, are relative to the working directory; `make
+// bench-model` builds it into bin/tools and runs all three):
 //
-//	go run ./internal/benchmodel/cmd/benchmodel -gemm -stages -checkpoint build/n17-real
+//	(cd tools && go build -o ../bin/tools/ ./cmd/benchmodel)
+//	bin/tools/benchmodel -gemm -stages -checkpoint build/n17-real
 //
 // Ratios are torch time ÷ Go time: above 1 the Go backend is faster. The
 // cpu figures divide each side's process CPU time by its thread count (the
@@ -39,7 +41,7 @@ import (
 
 	"github.com/gr00tgw/gr00tgw/core/tensor"
 	"github.com/gr00tgw/gr00tgw/internal/benchcpu"
-	"github.com/gr00tgw/gr00tgw/internal/benchmodel"
+	"github.com/gr00tgw/gr00tgw/tools/benchmodel"
 )
 
 // torchBF16 is -torch-bf16: on, off or auto.

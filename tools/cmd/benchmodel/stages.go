@@ -18,7 +18,7 @@ import (
 	"github.com/gr00tgw/gr00tgw/core/tensor"
 	"github.com/gr00tgw/gr00tgw/device"
 	"github.com/gr00tgw/gr00tgw/device/cpu"
-	"github.com/gr00tgw/gr00tgw/internal/benchmodel"
+	"github.com/gr00tgw/gr00tgw/tools/benchmodel"
 )
 
 // fp32Storage is a dtype policy registered by this tool only: the fp32

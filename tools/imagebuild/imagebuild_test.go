@@ -20,20 +20,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gr00tgw/gr00tgw/assets"
+	"github.com/gr00tgw/gr00tgw/tools/internal/repo"
 )
 
-// checkout is the module root (holding go.mod, testdata/ and, after make
-// plugins, build/plugins).
+// checkout is the server module's root (holding go.mod, testdata/ and,
+// after make plugins, build/plugins).
 func checkout(t testing.TB) string {
 	t.Helper()
-	wd, err := os.Getwd()
+	root, err := repo.Root()
 	require.NoError(t, err)
-	for d := wd; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			return d
-		}
-		require.NotEqual(t, filepath.Dir(d), d, "no go.mod above %s", wd)
-	}
+	return root
 }
 
 // fakePlugins is a plugins_dir with one plugin's files (contents do not
@@ -302,7 +298,7 @@ func TestDockerfileMatchesRuntimeConfig(t *testing.T) {
 	}
 	require.NoError(t, sc.Err())
 	require.Len(t, stages, 2, "a build stage and the final stage")
-	assert.Contains(t, strings.Join(stages[0], "\n"), "go run ./internal/imagebuild/cmd/gwimage --rootfs /rootfs", "the build stage writes this builder's file system")
+	assert.Contains(t, strings.Join(stages[0], "\n"), "cd tools && go run ./cmd/gwimage --rootfs /rootfs", "the build stage writes this builder's file system")
 
 	final := map[string][]string{}
 	for _, ins := range stages[1] {

@@ -40,7 +40,7 @@ func (s *Spec) Image() (v1.Image, error) {
 		img, err = mutate.Append(img, mutate.Addendum{
 			Layer:     layer,
 			MediaType: types.OCILayer,
-			History:   v1.History{Created: v1.Time{Time: s.Created}, CreatedBy: "gwimage: " + l.Name, Comment: "internal/imagebuild"},
+			History:   v1.History{Created: v1.Time{Time: s.Created}, CreatedBy: "gwimage: " + l.Name, Comment: "tools/imagebuild"},
 		})
 		if err != nil {
 			return nil, err
