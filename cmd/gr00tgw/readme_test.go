@@ -853,7 +853,8 @@ func TestDocLinks(t *testing.T) {
 
 // TestDocPackagePaths: every ./path the docs name in a command (`go test
 // ./device/cpu`, `go run ./internal/benchmodel/cmd/benchmodel`) is a
-// directory of the checkout, so a package that moves cannot leave a dead
+// directory of the checkout (or of the tools module, for commands run
+// there after `cd tools`), so a package that moves cannot leave a dead
 // command behind in a table cell or a sentence.
 func TestDocPackagePaths(t *testing.T) {
 	ref := regexp.MustCompile("(?:^|[\\s`(])\\./([A-Za-z0-9_.\\-/]+)")
@@ -867,12 +868,18 @@ func TestDocPackagePaths(t *testing.T) {
 				if rel == "" {
 					continue // ./...
 				}
-				if fi, err := os.Stat(filepath.Join(root, rel)); err != nil || !fi.IsDir() {
+				if !isDir(filepath.Join(root, rel)) && !isDir(filepath.Join(root, "tools", rel)) {
 					t.Errorf("%s:%d: ./%s: no such directory in the checkout (moved? update the command)", name, i+1, m[1])
 				}
 			}
 		}
 	}
+}
+
+// isDir reports whether path is a directory.
+func isDir(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.IsDir()
 }
 
 // anchorOf is GitHub's anchor of a heading.
