@@ -26,7 +26,6 @@ import (
 	_ "github.com/gr00tgw/gr00tgw/device/cpu" // registers backend "cpu"
 	"github.com/gr00tgw/gr00tgw/gateway"
 	"github.com/gr00tgw/gr00tgw/gateway/adapt"
-	"github.com/gr00tgw/gr00tgw/gateway/internal/pytest"
 	"github.com/gr00tgw/gr00tgw/gateway/oip"
 	"github.com/gr00tgw/gr00tgw/gateway/openpi"
 	"github.com/gr00tgw/gr00tgw/gateway/openpi/openpiclient"
@@ -34,6 +33,7 @@ import (
 	"github.com/gr00tgw/gr00tgw/gateway/wire"
 	"github.com/gr00tgw/gr00tgw/gateway/zmq"
 	"github.com/gr00tgw/gr00tgw/gateway/zmq/zmqclient"
+	"github.com/gr00tgw/gr00tgw/internal/pytest"
 	"github.com/gr00tgw/gr00tgw/plugins/plugintest"
 )
 
