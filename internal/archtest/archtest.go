@@ -35,8 +35,9 @@ var Rules = []Rule{
 	{Prefix: "device", May: []string{"core", "kernels"}, Why: "a backend runs the model; it knows no gateway"},
 	{Prefix: "plugins", Why: "the plugin host never imports core, device or gateway"},
 	{Prefix: "embodiments", May: []string{"plugins/pdk", "plugins/abi"}, Why: "a plugin knows the PDK only"},
+	{Prefix: "api", Why: "protocol vocabulary shared by servers and clients; a leaf"},
 	{Prefix: "wire", May: []string{"core"}, Why: "wire formats shared by servers and clients; they know no server"},
-	{Prefix: "gateway", May: []string{"core", "plugins", "device", "config", "assets", "internal/freelist", "wire"},
+	{Prefix: "gateway", May: []string{"core", "plugins", "device", "config", "assets", "internal/freelist", "wire", "api"},
 		Why: "the gateway uses core, plugins, device interfaces and config"},
 }
 
