@@ -11,10 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gr00tgw/gr00tgw/client/oipclient"
+	"github.com/gr00tgw/gr00tgw/client/rawobs"
 	"github.com/gr00tgw/gr00tgw/gateway"
 	"github.com/gr00tgw/gr00tgw/gateway/oip"
-	"github.com/gr00tgw/gr00tgw/gateway/oip/oipclient"
-	"github.com/gr00tgw/gr00tgw/gateway/rawobs"
 )
 
 // oipTransport is the Open Inference Protocol v2 (--protocol oip): POST

@@ -17,7 +17,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gr00tgw/gr00tgw/gateway/rawobs"
+	"github.com/gr00tgw/gr00tgw/client/rawobs"
 	"github.com/gr00tgw/gr00tgw/gateway/wire"
 	"github.com/gr00tgw/gr00tgw/wire/zmtp"
 )
