@@ -14,8 +14,8 @@ import (
 	"sort"
 	"strconv"
 
-	"github.com/gr00tgw/gr00tgw/client/rawobs"
 	"github.com/gr00tgw/gr00tgw/api/oip"
+	"github.com/gr00tgw/gr00tgw/client/rawobs"
 )
 
 // Options shape a request.
