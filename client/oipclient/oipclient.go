@@ -142,6 +142,9 @@ func ParseResponse(body []byte, headerLen string) (*Result, error) {
 		if o.Datatype != oip.TypeFP32 || len(o.Shape) != 2 {
 			return nil, fmt.Errorf("oipclient: output[%s]: %s %v, want FP32 [horizon, D]", o.Name, o.Datatype, o.Shape)
 		}
+		if h, d := o.Shape[0], o.Shape[1]; h < 0 || d < 0 || (d > 0 && h > len(body)/d) {
+			return nil, fmt.Errorf("oipclient: output[%s]: shape %v: negative, or more values than the %d-byte body holds", o.Name, o.Shape, len(body))
+		}
 		n := o.Shape[0] * o.Shape[1]
 		var vals []float32
 		if size, ok := o.Parameters[oip.ParamBinarySize]; ok {
