@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/gr00tgw/gr00tgw/client"
 )
 
 func init() {
@@ -104,10 +106,10 @@ func runBench(ctx context.Context, args []string, stdout, progress io.Writer) er
 	if err != nil {
 		return err
 	}
-	defer p.close()
+	defer p.Close()
 	r := &benchReport{URL: o.url, Protocol: o.protocol, Embodiment: demo.Embodiment, N: *n, Concurrency: *conc, Warmup: *warmup}
 	for i := 0; i < *warmup; i++ {
-		pr, err := p.predict(ctx, demo.Request)
+		pr, err := p.Predict(ctx, demo.Request)
 		if err != nil {
 			return fmt.Errorf("warm-up request %d: %w", i+1, err)
 		}
@@ -149,7 +151,7 @@ func runBench(ctx context.Context, args []string, stdout, progress io.Writer) er
 
 // benchRun posts demo's request n times from conc workers; tick is called
 // after each answer.
-func benchRun(ctx context.Context, p protocol, demo *demoCase, n, conc int, tick func()) []benchSample {
+func benchRun(ctx context.Context, p client.Protocol, demo *client.Demo, n, conc int, tick func()) []benchSample {
 	samples := make([]benchSample, n)
 	jobs := make(chan int)
 	var wg sync.WaitGroup
@@ -159,7 +161,7 @@ func benchRun(ctx context.Context, p protocol, demo *demoCase, n, conc int, tick
 			defer wg.Done()
 			for i := range jobs {
 				t0 := time.Now()
-				pr, err := p.predict(ctx, demo.Request)
+				pr, err := p.Predict(ctx, demo.Request)
 				s := benchSample{Index: i, WallMS: ms(time.Since(t0))}
 				if err != nil {
 					s.Error = err.Error()

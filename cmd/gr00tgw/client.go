@@ -1,8 +1,8 @@
 package main
 
-// The client side shared by predict, smoke and bench: GET /demo, POST
-// /predict, the comparison with a golden, and the protocol seam smoke and
-// bench talk through (one implementation per wire protocol).
+// What predict, smoke and bench share on top of package client: the
+// client flags, connecting with --wait, and the comparison of actions with
+// a golden.
 
 import (
 	"bytes"
@@ -10,125 +10,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
-	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/gr00tgw/gr00tgw/client"
 	"github.com/gr00tgw/gr00tgw/core/tensor"
-	"github.com/gr00tgw/gr00tgw/gateway"
 )
-
-// demoCase is GET /demo of one embodiment: the request to post and what
-// its answer should be.
-type demoCase struct {
-	Embodiment string
-	// Request is the ready-to-post /predict JSON body (with the reference
-	// noise).
-	Request json.RawMessage
-	// Golden maps action group → [horizon][dim]; nil when the server has
-	// no golden for this checkpoint (Note then says so).
-	Golden map[string][][]float64
-	// PCCMin is the server's actions PCC gate.
-	PCCMin float64
-	Note   string
-}
-
-// demoExpected is the "expected" member of GET /demo.
-type demoExpected struct {
-	Actions map[string][][]float64 `json:"actions"`
-	Gates   struct {
-		PCCMin float64 `json:"actions_pcc_min"`
-	} `json:"gates"`
-	Note string `json:"note"`
-}
-
-// fetchDemo is GET base/demo[?embodiment=TAG].
-func fetchDemo(ctx context.Context, client *http.Client, base, embodiment string) (*demoCase, error) {
-	u := base + "/demo"
-	if embodiment != "" {
-		u += "?embodiment=" + embodiment
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w", u, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w", u, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s: %s", u, resp.Status, strings.TrimSpace(string(b)))
-	}
-	var d struct {
-		Embodiment string          `json:"embodiment"`
-		Request    json.RawMessage `json:"request"`
-		Expected   demoExpected    `json:"expected"`
-	}
-	if err := json.Unmarshal(b, &d); err != nil {
-		return nil, fmt.Errorf("GET %s: %w", u, err)
-	}
-	if len(d.Request) == 0 {
-		return nil, fmt.Errorf("GET %s: no request in the answer", u)
-	}
-	return &demoCase{Embodiment: d.Embodiment, Request: d.Request, Golden: d.Expected.Actions,
-		PCCMin: d.Expected.Gates.PCCMin, Note: d.Expected.Note}, nil
-}
-
-// postPredictBody posts body (content type ct, also the Accept type) to
-// base/predict with the timeout header and, when set, a request id. It
-// returns the answer as JSON (a msgpack answer is re-encoded), its headers
-// and the wall time from sending to the last byte; a non-200 answer is an
-// error carrying the status, the request id and the body.
-func postPredictBody(ctx context.Context, client *http.Client, base string, body []byte, ct string, timeout time.Duration, rid string) ([]byte, http.Header, time.Duration, error) {
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/predict", bytes.NewReader(body))
-	if err != nil {
-		return nil, nil, 0, err
-	}
-	hreq.Header.Set("Content-Type", ct)
-	hreq.Header.Set("Accept", ct)
-	if timeout > 0 {
-		hreq.Header.Set(gateway.TimeoutHeader, fmt.Sprintf("%.3f", timeout.Seconds()))
-	}
-	if rid != "" {
-		hreq.Header.Set(gateway.RequestIDHeader, rid)
-	}
-	start := time.Now()
-	resp, err := client.Do(hreq)
-	if err != nil {
-		return nil, nil, 0, fmt.Errorf("POST %s/predict: %w", base, err)
-	}
-	defer resp.Body.Close()
-	rb, err := io.ReadAll(resp.Body)
-	wall := time.Since(start)
-	if err != nil {
-		return nil, nil, wall, fmt.Errorf("reading the response: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, resp.Header, wall, fmt.Errorf("%s (request id %s): %s", resp.Status, resp.Header.Get(gateway.RequestIDHeader), strings.TrimSpace(string(rb)))
-	}
-	if strings.Contains(resp.Header.Get("Content-Type"), "msgpack") {
-		var v any
-		if err := msgpack.Unmarshal(rb, &v); err != nil {
-			return nil, resp.Header, wall, fmt.Errorf("msgpack response: %w", err)
-		}
-		if rb, err = json.Marshal(v); err != nil {
-			return nil, resp.Header, wall, fmt.Errorf("msgpack response to JSON: %w", err)
-		}
-	}
-	return rb, resp.Header, wall, nil
-}
 
 // groupDiff is how one action group compares with the golden.
 type groupDiff struct {
@@ -265,122 +157,6 @@ func (f jsonFloat) MarshalJSON() ([]byte, error) {
 	return json.Marshal(v)
 }
 
-// The protocol seam of smoke and bench.
-
-// prediction is one answered /predict-shaped request.
-type prediction struct {
-	Actions map[string][][]float64
-	// Keys is the action groups in the embodiment's order.
-	Keys []string
-	// Timing is the server's timing_ms, nested maps flattened with dots
-	// (device_stages.vision).
-	Timing                     map[string]float64
-	Model, Version, Embodiment string
-	RequestID                  string
-	// Wall is the client's time from sending to the last byte.
-	Wall time.Duration
-}
-
-// protocol is how smoke and bench talk to a running gateway; each wire
-// protocol (--protocol) is one implementation.
-type protocol interface {
-	// fetchDemo returns an embodiment's demo ("": the default's).
-	fetchDemo(ctx context.Context, embodiment string) (*demoCase, error)
-	// predict sends req, a /predict JSON body, in the protocol's own form.
-	predict(ctx context.Context, req json.RawMessage) (*prediction, error)
-	close() error
-}
-
-// protocolNames lists --protocol's values in help order.
-var protocolNames = []string{"http", "oip", "zmq", "openpi"}
-
-// dialProtocol returns the implementation of protocol name for url; the
-// robot protocols fetch the demo from the HTTP API at demoURL.
-func dialProtocol(ctx context.Context, name, url, demoURL string, timeout time.Duration, auth *authOptions) (protocol, error) {
-	switch name {
-	case "http":
-		return newHTTPProtocol(url, timeout, auth)
-	case "zmq", "openpi":
-		return dialRobot(ctx, name, url, demoURL, timeout, auth)
-	case "oip": // on the gateway's HTTP port: the demo comes from the same URL
-		return dialRobot(ctx, name, url, url, timeout, auth)
-	}
-	return nil, fmt.Errorf("%w: --protocol %q: want one of %s", errUsage, name, strings.Join(protocolNames, ", "))
-}
-
-// httpProtocol is gr00tgw's HTTP API: GET /demo, POST /predict in JSON.
-type httpProtocol struct {
-	base    string
-	client  *http.Client
-	timeout time.Duration
-}
-
-func newHTTPProtocol(url string, timeout time.Duration, auth *authOptions) (*httpProtocol, error) {
-	client, err := auth.httpClient(timeout)
-	if err != nil {
-		return nil, err
-	}
-	return &httpProtocol{base: strings.TrimRight(url, "/"), client: client, timeout: timeout}, nil
-}
-
-func (p *httpProtocol) fetchDemo(ctx context.Context, embodiment string) (*demoCase, error) {
-	return fetchDemo(ctx, p.client, p.base, embodiment)
-}
-
-func (p *httpProtocol) predict(ctx context.Context, req json.RawMessage) (*prediction, error) {
-	rb, _, wall, err := postPredictBody(ctx, p.client, p.base, req, "application/json", p.timeout, "")
-	if err != nil {
-		return nil, err
-	}
-	pr, err := parsePrediction(rb)
-	if err != nil {
-		return nil, err
-	}
-	pr.Wall = wall
-	return pr, nil
-}
-
-func (p *httpProtocol) close() error {
-	p.client.CloseIdleConnections()
-	return nil
-}
-
-// parsePrediction reads a /predict JSON answer.
-func parsePrediction(b []byte) (*prediction, error) {
-	var r struct {
-		Actions    map[string][][]float64 `json:"actions"`
-		Keys       []string               `json:"action_keys"`
-		Timing     map[string]any         `json:"timing_ms"`
-		Model      string                 `json:"model"`
-		Version    string                 `json:"version"`
-		Embodiment string                 `json:"embodiment"`
-		RequestID  string                 `json:"request_id"`
-	}
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("response: %w", err)
-	}
-	if len(r.Actions) == 0 {
-		return nil, errors.New("response: no actions")
-	}
-	p := &prediction{Actions: r.Actions, Keys: r.Keys, Timing: map[string]float64{},
-		Model: r.Model, Version: r.Version, Embodiment: r.Embodiment, RequestID: r.RequestID}
-	flattenTiming(p.Timing, "", r.Timing)
-	return p, nil
-}
-
-// flattenTiming copies the numbers of m into out, nested maps as
-// prefix.key.
-func flattenTiming(out map[string]float64, prefix string, m map[string]any) {
-	for k, v := range m {
-		switch x := v.(type) {
-		case float64:
-			out[prefix+k] = x
-		case map[string]any:
-			flattenTiming(out, prefix+k+".", x)
-		}
-	}
-}
-
 // clientOptions are the flags smoke and bench share.
 type clientOptions struct {
 	url, protocol, embodiment, out, demoURL string
@@ -393,10 +169,10 @@ func addClientFlags(fs *pflag.FlagSet) *clientOptions {
 	o := &clientOptions{}
 	fs.StringVar(&o.url, "url", "http://127.0.0.1:20000", "server address: http://HOST:PORT, tcp://HOST:PORT (zmq), ws://HOST:PORT (openpi)")
 	fs.StringVar(&o.demoURL, "demo-url", "http://127.0.0.1:20000", "the gateway's HTTP API, for the demo and its reference (--protocol zmq|openpi)")
-	fs.StringVar(&o.protocol, "protocol", "http", "wire protocol: "+strings.Join(protocolNames, "|"))
+	fs.StringVar(&o.protocol, "protocol", "http", "wire protocol: "+strings.Join(client.Protocols, "|"))
 	fs.StringVar(&o.embodiment, "embodiment", "", "embodiment tag whose demo to use (empty: the server's default)")
 	fs.StringVar(&o.out, "out", "", "also write the report as JSON here")
-	fs.DurationVar(&o.timeout, "timeout", 120*time.Second, "per-request timeout (also sent as "+gateway.TimeoutHeader+")")
+	fs.DurationVar(&o.timeout, "timeout", 120*time.Second, "per-request timeout (also sent as "+client.TimeoutHeader+")")
 	fs.DurationVar(&o.wait, "wait", 0, "retry fetching the demo this long while the server starts (0: no retry)")
 	o.auth = addAuthFlags(fs)
 	return o
@@ -404,19 +180,27 @@ func addClientFlags(fs *pflag.FlagSet) *clientOptions {
 
 // connect dials the protocol and fetches the demo, retrying the fetch for
 // up to --wait while the server is not ready.
-func (o *clientOptions) connect(ctx context.Context) (protocol, *demoCase, error) {
-	p, err := dialProtocol(ctx, o.protocol, o.url, o.demoURL, o.timeout, o.auth)
+func (o *clientOptions) connect(ctx context.Context) (client.Protocol, *client.Demo, error) {
+	opts, err := o.auth.options(o.timeout)
 	if err != nil {
 		return nil, nil, err
 	}
+	opts.DemoURL = o.demoURL
+	p, err := client.Dial(ctx, o.protocol, o.url, opts)
+	if errors.Is(err, client.ErrUnknownProtocol) {
+		return nil, nil, fmt.Errorf("%w: --protocol %q: want one of %s", errUsage, o.protocol, strings.Join(client.Protocols, ", "))
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("--protocol %s: %w", o.protocol, err)
+	}
 	deadline := time.Now().Add(o.wait)
 	for {
-		d, err := p.fetchDemo(ctx, o.embodiment)
+		d, err := p.Demo(ctx, o.embodiment)
 		if err == nil {
 			return p, d, nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			_ = p.close()
+			_ = p.Close()
 			return nil, nil, err
 		}
 		select {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/gr00tgw/gr00tgw/gateway/secure"
+	"github.com/gr00tgw/gr00tgw/client"
 )
 
 // apiKeyEnv holds the client tools' API key when --api-key is not given
@@ -36,31 +36,25 @@ func addAuthFlags(fs *pflag.FlagSet) *authOptions {
 
 // key is --api-key, else $GR00TGW_API_KEY.
 func (a *authOptions) key() string {
-	if a == nil {
-		return ""
-	}
 	if a.apiKey != "" {
 		return a.apiKey
 	}
 	return strings.TrimSpace(os.Getenv(apiKeyEnv))
 }
 
-// httpClient is an HTTP client with timeout that trusts --ca-file and
-// sends the API key as "Authorization: Bearer <key>" on every request.
-func (a *authOptions) httpClient(timeout time.Duration) (*http.Client, error) {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	if a != nil && a.caFile != "" {
-		cfg, err := secure.ClientConfig(a.caFile)
+// options are the client options of the flags: the --ca-file trust, the
+// key, and TLS errors explained in terms of --ca-file.
+func (a *authOptions) options(timeout time.Duration) (client.Options, error) {
+	o := client.Options{Timeout: timeout, APIKey: a.key()}
+	if a.caFile != "" {
+		cfg, err := client.TLSConfig(a.caFile)
 		if err != nil {
-			return nil, fmt.Errorf("--ca-file: %w", err)
+			return o, fmt.Errorf("--ca-file: %w", err)
 		}
-		t.TLSClientConfig = cfg
+		o.TLS = cfg
 	}
-	var rt http.RoundTripper = t
-	if k := a.key(); k != "" {
-		rt = bearer{key: k, next: t}
-	}
-	return &http.Client{Timeout: timeout, Transport: trustHint{rt, a != nil && a.caFile != ""}}, nil
+	o.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return trustHint{rt, a.caFile != ""} }
+	return o, nil
 }
 
 // trustHint adds what to do to a TLS error about the server's certificate:
@@ -87,18 +81,4 @@ func (h trustHint) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 	}
 	return resp, err
-}
-
-// bearer adds "Authorization: Bearer <key>" to requests that carry none.
-type bearer struct {
-	key  string
-	next http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.Header.Get("Authorization") == "" {
-		r = r.Clone(r.Context())
-		r.Header.Set("Authorization", "Bearer "+b.key)
-	}
-	return b.next.RoundTrip(r)
 }

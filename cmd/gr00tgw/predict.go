@@ -14,7 +14,7 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
-	"github.com/gr00tgw/gr00tgw/gateway"
+	"github.com/gr00tgw/gr00tgw/client"
 )
 
 func init() {
@@ -32,7 +32,7 @@ func runPredictClient(ctx context.Context, args []string) error {
 	url := fs.String("url", "http://127.0.0.1:20000", "server base URL")
 	reqPath := fs.String("request", "", "request JSON file (- for stdin); empty: the server's GET /demo request")
 	useMsgpack := fs.Bool("msgpack", false, "send and receive application/msgpack")
-	timeout := fs.Duration("timeout", 120*time.Second, "client timeout (also sent as "+gateway.TimeoutHeader+")")
+	timeout := fs.Duration("timeout", 120*time.Second, "client timeout (also sent as "+client.TimeoutHeader+")")
 	out := fs.String("out", "", "write the response JSON here instead of stdout")
 	rid := fs.String("request-id", "", "X-Request-ID to send")
 	pccMin := fs.Float64("pcc-min", 0, "demo mode: PCC gate (0: the server's gate from /demo)")
@@ -44,17 +44,18 @@ func runPredictClient(ctx context.Context, args []string) error {
 	if err := noArgs(fs); err != nil {
 		return err
 	}
-	base := strings.TrimRight(*url, "/")
-	client, err := auth.httpClient(*timeout)
+	opts, err := auth.options(*timeout)
 	if err != nil {
 		return err
 	}
+	h := client.NewHTTP(*url, opts)
+	defer h.Close()
 
 	var body []byte
-	var demo *demoCase
+	var demo *client.Demo
 	switch *reqPath {
 	case "":
-		d, err := fetchDemo(ctx, client, base, *embodiment)
+		d, err := h.Demo(ctx, *embodiment)
 		if err != nil {
 			return err
 		}
@@ -86,15 +87,15 @@ func runPredictClient(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	ct := "application/json"
+	ct := client.MIMEJSON
 	if *useMsgpack {
 		mp, err := jsonToMsgpack(body)
 		if err != nil {
 			return fmt.Errorf("--msgpack: %w", err)
 		}
-		body, ct = mp, gateway.MIMEMsgpack
+		body, ct = mp, client.MIMEMsgpack
 	}
-	rb, _, wall, err := postPredictBody(ctx, client, base, body, ct, *timeout, *rid)
+	rb, _, wall, err := h.Post(ctx, body, ct, *rid)
 	if err != nil {
 		return err
 	}
@@ -127,8 +128,8 @@ func runPredictClient(ctx context.Context, args []string) error {
 // compareDemo prints the demo line: PCC of all actions vs the golden and
 // per group, and fails below the gate (or without a golden to compare
 // with: `gr00tgw smoke` checks determinism then).
-func compareDemo(resp []byte, d *demoCase, wall time.Duration) error {
-	p, err := parsePrediction(resp)
+func compareDemo(resp []byte, d *client.Demo, wall time.Duration) error {
+	p, err := client.ParsePrediction(resp)
 	if err != nil {
 		return err
 	}

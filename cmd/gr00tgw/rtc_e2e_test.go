@@ -12,11 +12,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gr00tgw/gr00tgw/client/openpiclient"
+	"github.com/gr00tgw/gr00tgw/client/rawobs"
+	"github.com/gr00tgw/gr00tgw/client/zmqclient"
 	"github.com/gr00tgw/gr00tgw/gateway"
-	"github.com/gr00tgw/gr00tgw/gateway/openpi/openpiclient"
-	"github.com/gr00tgw/gr00tgw/gateway/rawobs"
 	"github.com/gr00tgw/gr00tgw/gateway/wire"
-	"github.com/gr00tgw/gr00tgw/gateway/zmq/zmqclient"
 )
 
 // TestE2ERTCStateless: real-time chunking over HTTP on the real binary and

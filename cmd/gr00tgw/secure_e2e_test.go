@@ -19,11 +19,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/gr00tgw/gr00tgw/gateway/openpi/openpiclient"
-	"github.com/gr00tgw/gr00tgw/gateway/rawobs"
+	"github.com/gr00tgw/gr00tgw/client/openpiclient"
+	"github.com/gr00tgw/gr00tgw/client/rawobs"
+	"github.com/gr00tgw/gr00tgw/client/zmqclient"
 	"github.com/gr00tgw/gr00tgw/gateway/secure"
 	"github.com/gr00tgw/gr00tgw/gateway/secure/securetest"
-	"github.com/gr00tgw/gr00tgw/gateway/zmq/zmqclient"
 )
 
 // TestE2ESecure runs the real binary with TLS (a CA made here by

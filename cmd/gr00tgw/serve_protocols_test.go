@@ -15,9 +15,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/gr00tgw/gr00tgw/gateway/openpi/openpiclient"
-	"github.com/gr00tgw/gr00tgw/gateway/rawobs"
-	"github.com/gr00tgw/gr00tgw/gateway/zmq/zmqclient"
+	"github.com/gr00tgw/gr00tgw/client/openpiclient"
+	"github.com/gr00tgw/gr00tgw/client/rawobs"
+	"github.com/gr00tgw/gr00tgw/client/zmqclient"
 )
 
 // TestServeProtocols runs the real binary with the ZeroMQ endpoint on a

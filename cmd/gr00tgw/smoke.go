@@ -8,6 +8,8 @@ import (
 	"math"
 	"os"
 	"strings"
+
+	"github.com/gr00tgw/gr00tgw/client"
 )
 
 func init() {
@@ -92,7 +94,7 @@ func runSmoke(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer p.close()
+	defer p.Close()
 	if *pccMin > 0 {
 		demo.PCCMin = *pccMin
 	}
@@ -115,14 +117,14 @@ func runSmoke(ctx context.Context, args []string, stdout io.Writer) error {
 
 // smoke runs the checks on demo through p and returns the report, its
 // line included.
-func smoke(ctx context.Context, p protocol, demo *demoCase, seed int) *smokeReport {
+func smoke(ctx context.Context, p client.Protocol, demo *client.Demo, seed int) *smokeReport {
 	r := &smokeReport{Embodiment: demo.Embodiment, Golden: demo.Golden != nil, Note: demo.Note, PCCMin: demo.PCCMin}
 	r.Seed.Seed = seed
 	fail := func(format string, a ...any) { r.Failures = append(r.Failures, fmt.Sprintf(format, a...)) }
 
-	var first, second *prediction
-	for i, dst := range []**prediction{&first, &second} {
-		pr, err := p.predict(ctx, demo.Request)
+	var first, second *client.Prediction
+	for i, dst := range []**client.Prediction{&first, &second} {
+		pr, err := p.Predict(ctx, demo.Request)
 		if err != nil {
 			fail("demo request %d: %v", i+1, err)
 			break
@@ -173,16 +175,16 @@ func smoke(ctx context.Context, p protocol, demo *demoCase, seed int) *smokeRepo
 
 // seedPath posts req with seed instead of noise twice: both must succeed
 // and agree bit for bit.
-func seedPath(ctx context.Context, p protocol, req json.RawMessage, c *seedCheck) error {
-	body, err := withSeed(req, c.Seed)
+func seedPath(ctx context.Context, p client.Protocol, req json.RawMessage, c *seedCheck) error {
+	body, err := client.WithSeed(req, c.Seed)
 	if err != nil {
 		return err
 	}
-	a, err := p.predict(ctx, body)
+	a, err := p.Predict(ctx, body)
 	if err != nil {
 		return err
 	}
-	b, err := p.predict(ctx, body)
+	b, err := p.Predict(ctx, body)
 	if err != nil {
 		return fmt.Errorf("repeat: %w", err)
 	}
@@ -196,18 +198,6 @@ func seedPath(ctx context.Context, p protocol, req json.RawMessage, c *seedCheck
 	}
 	c.OK = true
 	return nil
-}
-
-// withSeed returns the request JSON object req with "seed" in place of
-// "noise".
-func withSeed(req json.RawMessage, seed int) (json.RawMessage, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(req, &m); err != nil {
-		return nil, fmt.Errorf("demo request: %w", err)
-	}
-	delete(m, "noise")
-	m["seed"] = json.RawMessage(fmt.Sprint(seed))
-	return json.Marshal(m)
 }
 
 // nonFinite names the first NaN or infinite action ("" when none).

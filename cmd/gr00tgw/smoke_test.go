@@ -16,6 +16,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gr00tgw/gr00tgw/client"
 )
 
 // smokeFakeGolden is the fake's golden: two groups, two steps.
@@ -190,10 +192,10 @@ func keysOf(m map[string]any) []string {
 // TestSmokeSeedRequest: the seed path's request is the demo's with seed
 // in place of noise, everything else kept.
 func TestSmokeSeedRequest(t *testing.T) {
-	got, err := withSeed(json.RawMessage(`{"instruction":"x","noise":[[1]],"state":{"a":[1]}}`), 42)
+	got, err := client.WithSeed(json.RawMessage(`{"instruction":"x","noise":[[1]],"state":{"a":[1]}}`), 42)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"instruction":"x","seed":42,"state":{"a":[1]}}`, string(got))
-	_, err = withSeed(json.RawMessage(`[1]`), 1)
+	_, err = client.WithSeed(json.RawMessage(`[1]`), 1)
 	assert.ErrorContains(t, err, "demo request")
 }
 

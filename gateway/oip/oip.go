@@ -37,13 +37,14 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	oipapi "github.com/gr00tgw/gr00tgw/api/oip"
 	"github.com/gr00tgw/gr00tgw/gateway"
 )
 
 // HeaderContentLength is the binary data extension's header: the length
 // of the JSON object at the start of a body that binary tensor data
-// follows.
-const HeaderContentLength = "Inference-Header-Content-Length"
+// follows (api/oip's).
+const HeaderContentLength = oipapi.HeaderContentLength
 
 // Protocol is the predictions metric's protocol label.
 const Protocol = "oip"
@@ -101,23 +102,11 @@ func decode(g gateway.Service, c *fiber.Ctx, tag string, body []byte) (*gateway.
 	}, nil
 }
 
-// Response is the inference response object.
-type Response struct {
-	ModelName    string         `json:"model_name"`
-	ModelVersion string         `json:"model_version,omitempty"`
-	ID           *string        `json:"id,omitempty"`
-	Parameters   map[string]any `json:"parameters,omitempty"`
-	Outputs      []Tensor       `json:"outputs"`
-}
+// Response is the inference response object (api/oip's).
+type Response = oipapi.Response
 
-// Tensor is one response output (or, for clients, a request input).
-type Tensor struct {
-	Name       string          `json:"name"`
-	Datatype   string          `json:"datatype"`
-	Shape      []int           `json:"shape"`
-	Parameters map[string]any  `json:"parameters,omitempty"`
-	Data       json.RawMessage `json:"data,omitempty"`
-}
+// Tensor is one response output (api/oip's).
+type Tensor = oipapi.Tensor
 
 // Encode writes the inference response of a served prediction: one FP32
 // [horizon, D] output per requested action group (all, in the

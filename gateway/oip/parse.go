@@ -12,31 +12,28 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	oipapi "github.com/gr00tgw/gr00tgw/api/oip"
 	"github.com/gr00tgw/gr00tgw/gateway"
 )
 
-// Input and output names. Cameras and state groups are named as in the
-// model metadata (GET /v2/models/{name}): images.<camera>, state.<group>;
-// outputs actions.<group>.
+// Input and output names, tensor data types: api/oip's, the vocabulary
+// the server shares with its clients.
 const (
-	PrefixImages      = "images."
-	PrefixState       = "state."
-	PrefixActions     = "actions."
-	InputInstruction  = "instruction"
-	InputSeed         = "seed"
-	InputNoise        = "noise"
-	ParamBinarySize   = "binary_data_size"
-	ParamBinary       = "binary_data"
-	ParamBinaryOutput = "binary_data_output"
-)
+	PrefixImages      = oipapi.PrefixImages
+	PrefixState       = oipapi.PrefixState
+	PrefixActions     = oipapi.PrefixActions
+	InputInstruction  = oipapi.InputInstruction
+	InputSeed         = oipapi.InputSeed
+	InputNoise        = oipapi.InputNoise
+	ParamBinarySize   = oipapi.ParamBinarySize
+	ParamBinary       = oipapi.ParamBinary
+	ParamBinaryOutput = oipapi.ParamBinaryOutput
 
-// Tensor data types the endpoint reads.
-const (
-	TypeUINT8  = "UINT8"
-	TypeFP32   = "FP32"
-	TypeINT64  = "INT64"
-	TypeUINT64 = "UINT64"
-	TypeBYTES  = "BYTES"
+	TypeUINT8  = oipapi.TypeUINT8
+	TypeFP32   = oipapi.TypeFP32
+	TypeINT64  = oipapi.TypeINT64
+	TypeUINT64 = oipapi.TypeUINT64
+	TypeBYTES  = oipapi.TypeBYTES
 )
 
 // Infer is one parsed inference request.

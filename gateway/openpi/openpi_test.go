@@ -15,9 +15,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gr00tgw/gr00tgw/client/openpiclient"
 	"github.com/gr00tgw/gr00tgw/gateway"
 	"github.com/gr00tgw/gr00tgw/gateway/internal/fakegw"
-	"github.com/gr00tgw/gr00tgw/gateway/openpi/openpiclient"
 	"github.com/gr00tgw/gr00tgw/gateway/secure"
 	"github.com/gr00tgw/gr00tgw/gateway/wire"
 )

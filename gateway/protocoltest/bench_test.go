@@ -13,12 +13,12 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/gr00tgw/gr00tgw/client/oipclient"
+	"github.com/gr00tgw/gr00tgw/client/openpiclient"
+	"github.com/gr00tgw/gr00tgw/client/rawobs"
+	"github.com/gr00tgw/gr00tgw/client/zmqclient"
 	"github.com/gr00tgw/gr00tgw/gateway/oip"
-	"github.com/gr00tgw/gr00tgw/gateway/oip/oipclient"
-	"github.com/gr00tgw/gr00tgw/gateway/openpi/openpiclient"
-	"github.com/gr00tgw/gr00tgw/gateway/rawobs"
 	"github.com/gr00tgw/gr00tgw/gateway/wire"
-	"github.com/gr00tgw/gr00tgw/gateway/zmq/zmqclient"
 )
 
 // BenchmarkDROIDRequest serves the DROID demo over each protocol and

@@ -3,8 +3,8 @@
 // CPU backend on the n17-tiny checkpoint) behind one gateway, served at
 // once over HTTP /predict, the Open Inference Protocol v2 (gateway/oip),
 // the Isaac-GR00T ZeroMQ endpoint and the openpi
-// websocket endpoint, driven by the Go clients (gateway/zmq/zmqclient,
-// gateway/openpi/openpiclient) and by Python clients written from the wire
+// websocket endpoint, driven by the Go clients (client/zmqclient,
+// client/openpiclient) and by Python clients written from the wire
 // facts (testdata/gr00t_zmq_client.py, testdata/openpi_client.py; run when
 // Debian's python3-zmq, python3-msgpack, python3-numpy and
 // python3-websockets are installed, skipped otherwise). The package has no

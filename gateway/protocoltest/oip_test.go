@@ -17,8 +17,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gr00tgw/gr00tgw/client/oipclient"
 	"github.com/gr00tgw/gr00tgw/gateway/oip"
-	"github.com/gr00tgw/gr00tgw/gateway/oip/oipclient"
 )
 
 // oipPost posts an inference request body to /v2/models/{model}/infer

@@ -22,18 +22,18 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/gr00tgw/gr00tgw/client/openpiclient"
+	"github.com/gr00tgw/gr00tgw/client/rawobs"
+	"github.com/gr00tgw/gr00tgw/client/zmqclient"
 	"github.com/gr00tgw/gr00tgw/config"
 	_ "github.com/gr00tgw/gr00tgw/device/cpu" // registers backend "cpu"
 	"github.com/gr00tgw/gr00tgw/gateway"
 	"github.com/gr00tgw/gr00tgw/gateway/adapt"
-	"github.com/gr00tgw/gr00tgw/gateway/internal/pytest"
 	"github.com/gr00tgw/gr00tgw/gateway/oip"
 	"github.com/gr00tgw/gr00tgw/gateway/openpi"
-	"github.com/gr00tgw/gr00tgw/gateway/openpi/openpiclient"
-	"github.com/gr00tgw/gr00tgw/gateway/rawobs"
 	"github.com/gr00tgw/gr00tgw/gateway/wire"
 	"github.com/gr00tgw/gr00tgw/gateway/zmq"
-	"github.com/gr00tgw/gr00tgw/gateway/zmq/zmqclient"
+	"github.com/gr00tgw/gr00tgw/internal/pytest"
 	"github.com/gr00tgw/gr00tgw/plugins/plugintest"
 )
 

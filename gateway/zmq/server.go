@@ -11,7 +11,7 @@
 // Every request runs through gateway.Service.Predict, so admission, the
 // queue, deadlines, the device lock, plugins, spans and metrics are the
 // ones HTTP /predict has. The transport is the package's own minimal ZMTP
-// 3.0 server (internal/zmtp; RATIONALE.md "Dependencies"): one goroutine
+// 3.0 peer (wire/zmtp; RATIONALE.md "Dependencies"): one goroutine
 // per TCP connection, each connection one peer, so any number of clients
 // are served at once.
 package zmq
@@ -31,7 +31,7 @@ import (
 	"github.com/gr00tgw/gr00tgw/gateway"
 	"github.com/gr00tgw/gr00tgw/gateway/secure"
 	"github.com/gr00tgw/gr00tgw/gateway/wire"
-	"github.com/gr00tgw/gr00tgw/gateway/zmq/internal/zmtp"
+	"github.com/gr00tgw/gr00tgw/wire/zmtp"
 )
 
 // Defaults of Options.

@@ -19,12 +19,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gr00tgw/gr00tgw/client/zmqclient"
 	"github.com/gr00tgw/gr00tgw/gateway"
 	"github.com/gr00tgw/gr00tgw/gateway/internal/fakegw"
 	"github.com/gr00tgw/gr00tgw/gateway/secure"
 	"github.com/gr00tgw/gr00tgw/gateway/wire"
-	"github.com/gr00tgw/gr00tgw/gateway/zmq/internal/zmtp"
-	"github.com/gr00tgw/gr00tgw/gateway/zmq/zmqclient"
+	"github.com/gr00tgw/gr00tgw/wire/zmtp"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))

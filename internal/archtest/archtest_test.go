@@ -69,7 +69,8 @@ func TestImportRules(t *testing.T) {
 func TestCheckFindsPlantedViolations(t *testing.T) {
 	g := Graph{
 		"core/processor":        {"assets"}, // the listed exception
-		"gateway/oip/oipclient": {"gateway/oip", "gateway/rawobs"},
+		"client/oipclient":      {"gateway/oip", "client/rawobs", "api/oip"},
+		"client/rawobs":         {"core/image", "gateway"},
 		"core/tensor":           {"gateway"},
 		"device/cpu":            {"core/tensor", "gateway/wire"},
 		"plugins":               {"core/image"},
@@ -86,6 +87,8 @@ func TestCheckFindsPlantedViolations(t *testing.T) {
 		"plugins -> core/image: plugins may import itself only",
 		"embodiments/droid -> core/tensor: embodiments may import",
 		"gateway/zmq/zmqclient -> gateway/zmq: a client package imports a server package",
+		"client/oipclient -> gateway/oip: a client package imports a server package",
+		"client/rawobs -> gateway: a client package imports a server package",
 		"newtop/thing: no rule covers this package",
 		"config -> device: config may import itself only",
 		"internal/benchcpu -> gateway: internal may import itself only",
@@ -93,7 +96,9 @@ func TestCheckFindsPlantedViolations(t *testing.T) {
 		assert.Contains(t, got, want)
 	}
 	assert.NotContains(t, got, "core/processor -> assets", "a listed exception is not reported")
-	assert.NotContains(t, got, "-> gateway/rawobs", "a client may import the raw-observation helpers")
+	assert.NotContains(t, got, "-> client/rawobs", "a client may import the raw-observation helpers")
+	assert.NotContains(t, got, "-> api/oip", "a client may import the protocol vocabulary")
+	assert.NotContains(t, got, "client/rawobs -> core/image", "a client may import core")
 
 	// An exception that no longer occurs is reported, so the list only shrinks.
 	delete(g, "core/processor")

@@ -17,7 +17,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/gr00tgw/gr00tgw/gateway/rawobs"
+	"github.com/gr00tgw/gr00tgw/client/rawobs"
 	"github.com/gr00tgw/gr00tgw/gateway/wire"
 )
 

@@ -1,4 +1,4 @@
-package main
+package client
 
 import (
 	"bytes"
@@ -11,10 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gr00tgw/gr00tgw/gateway"
-	"github.com/gr00tgw/gr00tgw/gateway/oip"
-	"github.com/gr00tgw/gr00tgw/gateway/oip/oipclient"
-	"github.com/gr00tgw/gr00tgw/gateway/rawobs"
+	"github.com/gr00tgw/gr00tgw/api/oip"
+	"github.com/gr00tgw/gr00tgw/client/oipclient"
+	"github.com/gr00tgw/gr00tgw/client/rawobs"
 )
 
 // oipTransport is the Open Inference Protocol v2 (--protocol oip): POST
@@ -26,12 +25,8 @@ type oipTransport struct {
 	timeout time.Duration
 }
 
-func dialOIP(url string, timeout time.Duration, auth *authOptions) (*oipTransport, error) {
-	client, err := auth.httpClient(timeout)
-	if err != nil {
-		return nil, err
-	}
-	return &oipTransport{base: strings.TrimRight(url, "/"), client: client, timeout: timeout}, nil
+func newOIP(url string, o Options) *oipTransport {
+	return &oipTransport{base: strings.TrimRight(url, "/"), client: o.HTTPClient(), timeout: o.Timeout}
 }
 
 func (t *oipTransport) send(ctx context.Context, o *rawobs.Observation, tag string, seed uint64, _ []string) (map[string][][]float64, map[string]float64, error) {
@@ -39,9 +34,12 @@ func (t *oipTransport) send(ctx context.Context, o *rawobs.Observation, tag stri
 	if err != nil {
 		return nil, nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, t.timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, "POST", t.base+"/v2/models/"+tag+"/infer", bytes.NewReader(body))
+	if t.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, t.timeout)
+		defer cancel()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.base+"/v2/models/"+tag+"/infer", bytes.NewReader(body))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -57,7 +55,7 @@ func (t *oipTransport) send(ctx context.Context, o *rawobs.Observation, tag stri
 		return nil, nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, nil, fmt.Errorf("%s (request id %s): %s", resp.Status, resp.Header.Get(gateway.RequestIDHeader), strings.TrimSpace(string(rb)))
+		return nil, nil, fmt.Errorf("%s (request id %s): %s", resp.Status, resp.Header.Get(RequestIDHeader), strings.TrimSpace(string(rb)))
 	}
 	r, err := oipclient.ParseResponse(rb, resp.Header.Get(oip.HeaderContentLength))
 	if err != nil {

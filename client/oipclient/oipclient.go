@@ -1,7 +1,8 @@
 // Package oipclient builds Open Inference Protocol v2 inference requests
 // for gr00tgw's /v2/models/{name}/infer from a raw observation and reads
 // the responses: what the protocol tests, `gr00tgw smoke --protocol oip`
-// and `gr00tgw bench --protocol oip` send.
+// and `gr00tgw bench --protocol oip` send. It speaks the vocabulary of
+// api/oip and links no server code.
 package oipclient
 
 import (
@@ -13,8 +14,8 @@ import (
 	"sort"
 	"strconv"
 
-	"github.com/gr00tgw/gr00tgw/gateway/oip"
-	"github.com/gr00tgw/gr00tgw/gateway/rawobs"
+	"github.com/gr00tgw/gr00tgw/api/oip"
+	"github.com/gr00tgw/gr00tgw/client/rawobs"
 )
 
 // Options shape a request.
@@ -127,27 +128,22 @@ func ParseResponse(body []byte, headerLen string) (*Result, error) {
 		}
 		js, bin = body[:n], body[n:]
 	}
-	var r struct {
-		ID         string         `json:"id"`
-		ModelName  string         `json:"model_name"`
-		Parameters map[string]any `json:"parameters"`
-		Outputs    []struct {
-			Name       string          `json:"name"`
-			Datatype   string          `json:"datatype"`
-			Shape      []int           `json:"shape"`
-			Parameters map[string]any  `json:"parameters"`
-			Data       json.RawMessage `json:"data"`
-		} `json:"outputs"`
-	}
+	var r oip.Response
 	d := json.NewDecoder(bytes.NewReader(js))
 	d.UseNumber()
 	if err := d.Decode(&r); err != nil {
 		return nil, fmt.Errorf("oipclient: response: %w", err)
 	}
-	res := &Result{ID: r.ID, ModelName: r.ModelName, Parameters: r.Parameters, Actions: map[string][]float32{}, Shapes: map[string][]int{}}
+	res := &Result{ModelName: r.ModelName, Parameters: r.Parameters, Actions: map[string][]float32{}, Shapes: map[string][]int{}}
+	if r.ID != nil {
+		res.ID = *r.ID
+	}
 	for _, o := range r.Outputs {
 		if o.Datatype != oip.TypeFP32 || len(o.Shape) != 2 {
 			return nil, fmt.Errorf("oipclient: output[%s]: %s %v, want FP32 [horizon, D]", o.Name, o.Datatype, o.Shape)
+		}
+		if h, d := o.Shape[0], o.Shape[1]; h < 0 || d < 0 || (d > 0 && h > len(body)/d) {
+			return nil, fmt.Errorf("oipclient: output[%s]: shape %v: negative, or more values than the %d-byte body holds", o.Name, o.Shape, len(body))
 		}
 		n := o.Shape[0] * o.Shape[1]
 		var vals []float32

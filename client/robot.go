@@ -1,27 +1,28 @@
-package main
+package client
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strings"
+	"sync"
 	"time"
 
-	"github.com/gr00tgw/gr00tgw/gateway/openpi/openpiclient"
-	"github.com/gr00tgw/gr00tgw/gateway/rawobs"
+	"github.com/gr00tgw/gr00tgw/client/openpiclient"
+	"github.com/gr00tgw/gr00tgw/client/rawobs"
+	"github.com/gr00tgw/gr00tgw/client/zmqclient"
 	"github.com/gr00tgw/gr00tgw/gateway/wire"
-	"github.com/gr00tgw/gr00tgw/gateway/zmq/zmqclient"
 )
 
-// The robot protocols behind smoke and bench (--protocol zmq|openpi|oip).
-// They carry raw uint8 frames and a seed (no explicit noise here), and have
-// no /demo: the demo comes from the gateway's HTTP API (--demo-url), sent
-// with a seed, and its reference is the same request answered by HTTP
-// /predict — the protocols must reproduce it bit for bit.
+// The robot protocols (zmq, openpi, oip) carry raw uint8 frames and a seed
+// (no explicit noise here), and have no /demo: the demo comes from the
+// gateway's HTTP API (Options.DemoURL), sent with a seed, and its
+// reference is the same request answered by HTTP /predict — the protocols
+// must reproduce it bit for bit.
 
-// robotDemoSeed seeds the demo sent over a robot protocol.
-const robotDemoSeed = 42
+// RobotDemoSeed seeds the demo sent over a robot protocol (and a request
+// without a seed of its own).
+const RobotDemoSeed = 42
 
 // robotTransport is one robot protocol's client.
 type robotTransport interface {
@@ -29,31 +30,34 @@ type robotTransport interface {
 	close() error
 }
 
-// robotProtocol adapts a robotTransport to smoke and bench's protocol.
+// robotProtocol adapts a robotTransport to Protocol.
 type robotProtocol struct {
 	name string
-	http *httpProtocol // the demo and its reference
+	http *HTTP // the demo and its reference
 	t    robotTransport
 	keys []string // action keys of the last demo, in order
 	tag  string
 }
 
-func (p *robotProtocol) fetchDemo(ctx context.Context, embodiment string) (*demoCase, error) {
-	d, err := p.http.fetchDemo(ctx, embodiment)
+// Demo fetches the HTTP demo, puts RobotDemoSeed in place of its noise and
+// makes HTTP /predict's answer to that request the golden, with a gate
+// that only bit-identical actions pass.
+func (p *robotProtocol) Demo(ctx context.Context, embodiment string) (*Demo, error) {
+	d, err := p.http.Demo(ctx, embodiment)
 	if err != nil {
 		return nil, err
 	}
-	req, err := withSeed(d.Request, robotDemoSeed)
+	req, err := WithSeed(d.Request, RobotDemoSeed)
 	if err != nil {
 		return nil, err
 	}
-	ref, err := p.http.predict(ctx, req)
+	ref, err := p.http.Predict(ctx, req)
 	if err != nil {
 		return nil, fmt.Errorf("reference (HTTP /predict of the seeded demo): %w", err)
 	}
 	d.Request, d.Golden = req, ref.Actions
 	d.PCCMin = 0.999999
-	d.Note = fmt.Sprintf("reference: HTTP /predict of the same pixels with seed %d (%s carries no explicit noise); the actions must agree bit for bit", robotDemoSeed, p.name)
+	d.Note = fmt.Sprintf("reference: HTTP /predict of the same pixels with seed %d (%s carries no explicit noise); the actions must agree bit for bit", RobotDemoSeed, p.name)
 	p.keys, p.tag = ref.Keys, ref.Embodiment
 	if d.Embodiment == "" {
 		d.Embodiment = ref.Embodiment
@@ -61,12 +65,15 @@ func (p *robotProtocol) fetchDemo(ctx context.Context, embodiment string) (*demo
 	return d, nil
 }
 
-func (p *robotProtocol) predict(ctx context.Context, req json.RawMessage) (*prediction, error) {
+// Predict decodes req's frames to raw pixels and sends them with req's
+// seed (RobotDemoSeed when it has none) to req's embodiment (the last
+// demo's when it names none).
+func (p *robotProtocol) Predict(ctx context.Context, req json.RawMessage) (*Prediction, error) {
 	o, err := rawobs.FromPredictJSON(req)
 	if err != nil {
 		return nil, err
 	}
-	seed := uint64(robotDemoSeed)
+	seed := uint64(RobotDemoSeed)
 	if o.Seed != nil {
 		seed = *o.Seed
 	}
@@ -79,34 +86,43 @@ func (p *robotProtocol) predict(ctx context.Context, req json.RawMessage) (*pred
 	if err != nil {
 		return nil, err
 	}
-	return &prediction{Actions: acts, Keys: p.keys, Timing: timing, Embodiment: tag, Wall: time.Since(t0)}, nil
+	return &Prediction{Actions: acts, Keys: p.keys, Timing: timing, Embodiment: tag, Wall: time.Since(t0)}, nil
 }
 
-func (p *robotProtocol) close() error {
-	p.http.close()
+func (p *robotProtocol) Close() error {
+	p.http.Close()
 	return p.t.close()
 }
 
 // dialRobot connects to a robot-protocol endpoint at url, with the
 // gateway's HTTP API at demoURL.
-func dialRobot(ctx context.Context, name, url, demoURL string, timeout time.Duration, auth *authOptions) (protocol, error) {
-	h, err := newHTTPProtocol(demoURL, timeout, auth)
+func dialRobot(ctx context.Context, name, url, demoURL string, o Options) (Protocol, error) {
+	p := &robotProtocol{name: name, http: NewHTTP(demoURL, o)}
+	var err error
+	switch name {
+	case "zmq":
+		p.t, err = dialZMQ(ctx, url, o.Timeout, o.APIKey)
+	case "openpi":
+		p.t, err = dialOpenPI(ctx, url, o.APIKey)
+	case "oip":
+		p.t = newOIP(url, o)
+	}
 	if err != nil {
 		return nil, err
 	}
-	p := &robotProtocol{name: name, http: h}
-	switch name {
-	case "zmq":
-		p.t, err = dialZMQ(ctx, url, timeout, auth.key())
-	case "openpi":
-		p.t, err = dialOpenPI(ctx, url, auth.key())
-	case "oip":
-		p.t, err = dialOIP(url, timeout, auth)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("--protocol %s: %w", name, err)
-	}
 	return p, nil
+}
+
+// WithSeed returns the request JSON object req with "seed" in place of
+// "noise", everything else kept.
+func WithSeed(req json.RawMessage, seed int) (json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(req, &m); err != nil {
+		return nil, fmt.Errorf("demo request: %w", err)
+	}
+	delete(m, "noise")
+	m["seed"] = json.RawMessage(fmt.Sprint(seed))
+	return json.Marshal(m)
 }
 
 // rows turns a float array of shape (..., H, D) — a leading batch of one
@@ -132,30 +148,44 @@ func rows(a *wire.Array) ([][]float64, error) {
 
 // zmqTransport is Isaac-GR00T's ZeroMQ policy protocol (nested form).
 type zmqTransport struct {
-	c    *zmqclient.Client
+	c *zmqclient.Client
+
+	mu   sync.Mutex
 	lang map[string]string // embodiment → language key
 }
 
 func dialZMQ(ctx context.Context, url string, timeout time.Duration, apiKey string) (*zmqTransport, error) {
-	addr := strings.TrimPrefix(url, "tcp://")
-	c, err := zmqclient.Dial(ctx, addr, zmqclient.Options{Timeout: timeout, Token: apiKey})
+	c, err := zmqclient.Dial(ctx, url, zmqclient.Options{Timeout: timeout, Token: apiKey})
 	if err != nil {
 		return nil, err
 	}
 	return &zmqTransport{c: c, lang: map[string]string{}}, nil
 }
 
+// languageKey is the embodiment's language key, asked once per embodiment
+// (get_modality_config).
+func (t *zmqTransport) languageKey(ctx context.Context, tag string) (string, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if key, ok := t.lang[tag]; ok {
+		return key, nil
+	}
+	mc, err := t.c.GetModalityConfig(ctx, tag)
+	if err != nil {
+		return "", fmt.Errorf("get_modality_config: %w", err)
+	}
+	key := ""
+	if l, ok := mc["language"]; ok && len(l.ModalityKeys) > 0 {
+		key = l.ModalityKeys[0]
+	}
+	t.lang[tag] = key
+	return key, nil
+}
+
 func (t *zmqTransport) send(ctx context.Context, o *rawobs.Observation, tag string, seed uint64, _ []string) (map[string][][]float64, map[string]float64, error) {
-	key, ok := t.lang[tag]
-	if !ok {
-		mc, err := t.c.GetModalityConfig(ctx, tag)
-		if err != nil {
-			return nil, nil, fmt.Errorf("get_modality_config: %w", err)
-		}
-		if l, ok := mc["language"]; ok && len(l.ModalityKeys) > 0 {
-			key = l.ModalityKeys[0]
-		}
-		t.lang[tag] = key
+	key, err := t.languageKey(ctx, tag)
+	if err != nil {
+		return nil, nil, err
 	}
 	obs, err := zmqclient.FromRaw(o, key)
 	if err != nil {
@@ -176,8 +206,12 @@ func (t *zmqTransport) send(ctx context.Context, o *rawobs.Observation, tag stri
 
 func (t *zmqTransport) close() error { return t.c.Close() }
 
-// openpiTransport is openpi's websocket policy protocol.
-type openpiTransport struct{ c *openpiclient.Client }
+// openpiTransport is openpi's websocket policy protocol: one observation
+// at a time on the connection, so concurrent sends take turns.
+type openpiTransport struct {
+	mu sync.Mutex
+	c  *openpiclient.Client
+}
 
 func dialOpenPI(ctx context.Context, url, apiKey string) (*openpiTransport, error) {
 	var h http.Header
@@ -204,7 +238,9 @@ func (t *openpiTransport) send(ctx context.Context, o *rawobs.Observation, tag s
 		m.Set("embodiment", tag)
 	}
 	m.Set("seed", int64(seed))
+	t.mu.Lock()
 	reply, err := t.c.Infer(ctx, m)
+	t.mu.Unlock()
 	if err != nil {
 		return nil, nil, err
 	}

@@ -17,9 +17,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gr00tgw/gr00tgw/gateway/rawobs"
+	"github.com/gr00tgw/gr00tgw/client/rawobs"
 	"github.com/gr00tgw/gr00tgw/gateway/wire"
-	"github.com/gr00tgw/gr00tgw/gateway/zmq/internal/zmtp"
+	"github.com/gr00tgw/gr00tgw/wire/zmtp"
 )
 
 // DefaultTimeout is upstream PolicyClient's per-call timeout.
