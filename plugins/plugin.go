@@ -113,6 +113,11 @@ func (p *Plugin) SHA256() string { return p.sha }
 // Manifest returns a copy of the plugin's manifest.
 func (p *Plugin) Manifest() Manifest { return p.manifest }
 
+// ControlHz returns the manifest's control_hz (the embodiment's control
+// rate, for real-time chunking's server-side defaults) and whether the
+// manifest sets it.
+func (p *Plugin) ControlHz() (float64, bool) { return p.manifest.ControlRate() }
+
 // Describe returns the plugin's description (read once at load).
 func (p *Plugin) Describe() Description { return p.desc }
 
