@@ -38,6 +38,10 @@ const (
 // measurement of the Go heap.
 const EntryOverhead = 256
 
+// RawGroupOverhead is the bytes a raw state group is charged beyond its
+// key and values (the RawGroup header and its slice header).
+const RawGroupOverhead = 64
+
 // EvictReason says why a session left the store other than by Reset.
 type EvictReason uint8
 
@@ -119,6 +123,13 @@ type State struct {
 	Rows, Cols int
 	// ProducedAt is when Chunk was produced (Update.ProducedAt).
 	ProducedAt time.Time
+	// RawState is the raw state of the request that produced Chunk and
+	// StateDType its dtype ("float32"/"float64"), for rtc.mode reencode
+	// (the plugin re-expresses Chunk against the current state from this
+	// one: plugins' ReencodeInput.PrevState). Shared like Chunk: callers
+	// must not modify it. Withheld with Chunk by the drop rule.
+	RawState   []RawGroup
+	StateDType string
 	// Latency is the session's end-to-end latency estimate: an
 	// exponentially weighted moving average of the samples given to
 	// Update and ObserveLatency, est ← est + α·(sample − est) with α =
@@ -135,6 +146,15 @@ type State struct {
 	Dropped DropReason
 }
 
+// RawGroup is one raw state group of a request as the client sent it:
+// Steps is 0 for a flat [D] list, else the number of timesteps of Values
+// (row-major).
+type RawGroup struct {
+	Key    string
+	Steps  int
+	Values []float64
+}
+
 // Update is what a predict leaves in its session.
 type Update struct {
 	Embodiment, PluginVersion string
@@ -147,6 +167,10 @@ type Update struct {
 	// ProducedAt is when the chunk was produced; zero means the store's
 	// clock now.
 	ProducedAt time.Time
+	// RawState and StateDType are the request's raw state and its dtype
+	// (State.RawState); Update copies them. Optional: nil keeps none.
+	RawState   []RawGroup
+	StateDType string
 	// Latency, when > 0, is an observed end-to-end latency sample for the
 	// estimate (as ObserveLatency).
 	Latency time.Duration
@@ -155,7 +179,8 @@ type Update struct {
 // Stats are the store's counters, for metrics.
 type Stats struct {
 	// Sessions and Bytes are what the store holds now (Bytes as charged:
-	// strings + 4·len(chunk) + EntryOverhead per session).
+	// strings + 4·len(chunk) + 8·len(raw state values) + RawGroupOverhead
+	// per raw state group + EntryOverhead per session).
 	Sessions int
 	Bytes    int64
 	// Evictions counts evicted sessions, indexed by EvictReason.
@@ -273,6 +298,7 @@ func (s *Store) Lookup(id, embodiment, pluginVersion string) (st State, ok bool)
 			}
 			if st.Dropped != DropNone {
 				st.Chunk, st.Rows, st.Cols = nil, 0, 0
+				st.RawState, st.StateDType = nil, ""
 				s.stats.Drops++
 			}
 		}
@@ -318,7 +344,10 @@ func (s *Store) Update(id string, u Update) (State, error) {
 			return State{}, fmt.Errorf("session[%s]: action_pred[%d][%d] = %v: %w", id, i/u.Cols, i%u.Cols, v, ErrChunkNonFinite)
 		}
 	}
-	cost := int64(EntryOverhead + len(id) + len(u.Embodiment) + len(u.PluginVersion) + 4*len(u.ActionPred))
+	cost := int64(EntryOverhead + len(id) + len(u.Embodiment) + len(u.PluginVersion) + len(u.StateDType) + 4*len(u.ActionPred))
+	for _, g := range u.RawState {
+		cost += int64(RawGroupOverhead + len(g.Key) + 8*len(g.Values))
+	}
 	if cost > s.cfg.MaxBytes {
 		return State{}, fmt.Errorf("session[%s]: %d bytes, max_bytes %d: %w", id, cost, s.cfg.MaxBytes, ErrTooLarge)
 	}
@@ -326,6 +355,13 @@ func (s *Store) Update(id string, u Update) (State, error) {
 	if len(u.ActionPred) > 0 {
 		chunk = make([]float32, len(u.ActionPred))
 		copy(chunk, u.ActionPred)
+	}
+	var raw []RawGroup
+	if len(u.RawState) > 0 {
+		raw = make([]RawGroup, len(u.RawState))
+		for i, g := range u.RawState {
+			raw[i] = RawGroup{Key: g.Key, Steps: g.Steps, Values: append([]float64(nil), g.Values...)}
+		}
 	}
 	now := s.cfg.Now()
 	produced := u.ProducedAt
@@ -358,6 +394,7 @@ func (s *Store) Update(id string, u Update) (State, error) {
 	st := &e.st
 	st.Embodiment, st.PluginVersion = u.Embodiment, u.PluginVersion
 	st.Chunk, st.Rows, st.Cols = chunk, u.Rows, u.Cols
+	st.RawState, st.StateDType = raw, u.StateDType
 	st.ProducedAt = produced
 	st.LastUsed = now
 	if u.Latency > 0 {

@@ -490,3 +490,33 @@ func TestConcurrent(t *testing.T) {
 		t.Errorf("account: bytes %d vs sum %d, list %d vs map %d vs stats %d", st.Bytes, sum, n, held, st.Sessions)
 	}
 }
+
+// TestRawState: the request's raw state is kept (copied) with the chunk
+// for rtc.mode reencode, charged to the byte account, and withheld with
+// the chunk by the drop rule.
+func TestRawState(t *testing.T) {
+	t.Parallel()
+	s, _, _ := newStore(t, Config{})
+	raw := []RawGroup{{Key: "eef_9d", Values: []float64{1, 2, 3, 4, 5, 6, 7, 8, 9}}, {Key: "joint_position", Steps: 1, Values: []float64{1, 2, 3, 4, 5, 6, 7}}}
+	u := upd("droid", "1", 0)
+	u.RawState, u.StateDType = raw, "float64"
+	mustUpdate(t, s, "r", u)
+	raw[0].Values[0] = 99 // the store copied it
+	st, _ := s.Lookup("r", "droid", "1")
+	want := []RawGroup{{Key: "eef_9d", Values: []float64{1, 2, 3, 4, 5, 6, 7, 8, 9}}, {Key: "joint_position", Steps: 1, Values: []float64{1, 2, 3, 4, 5, 6, 7}}}
+	if !reflect.DeepEqual(st.RawState, want) || st.StateDType != "float64" {
+		t.Errorf("RawState = %v %q, want %v float64", st.RawState, st.StateDType, want)
+	}
+	wantBytes := int64(EntryOverhead + 1 + 5 + 1 + 7 + 40*132*4 + 2*RawGroupOverhead + 6 + 14 + 8*16)
+	if b := s.Stats().Bytes; b != wantBytes {
+		t.Errorf("Bytes = %d, want %d", b, wantBytes)
+	}
+	if st, _ := s.Lookup("r", "droid", "2"); st.RawState != nil || st.StateDType != "" || st.Dropped != DropPluginVersion {
+		t.Errorf("dropped chunk kept its raw state: %+v", st.RawState)
+	}
+	// An Update without a raw state keeps none.
+	mustUpdate(t, s, "r", upd("droid", "1", 0))
+	if st, _ := s.Get("r"); st.RawState != nil {
+		t.Errorf("RawState = %v after an Update without one", st.RawState)
+	}
+}
