@@ -2,7 +2,8 @@
 // (issue 27 point 2): for each session id, the embodiment and plugin
 // version of its last prediction, that prediction's normalised action_pred
 // (the chunk RTC seeds the next one with, ../shared/spec/rtc.md §4), the
-// time it was produced and an estimate of the session's end-to-end
+// time it was produced, the raw state it was computed from (for
+// rtc.mode reencode) and an estimate of the session's end-to-end
 // latency. It also holds the pure functions that turn those measurements
 // into RTC's server-side defaults (AutoFrozen, AutoOverlap).
 //
