@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -24,6 +25,7 @@ const ManifestFile = "plugin.yaml"
 //	sha256: 3a…               # of the .wasm file, lower-case hex
 //	embodiments: [oxe_droid_relative_eef_relative_joint]
 //	limits: {max_pages: 512, timeout_ms: 50, pool_size: 4}
+//	control_hz: 15            # optional: the embodiment's control rate
 //	config: {}                # free-form, passed to gw_init
 type Manifest struct {
 	Name        string         `yaml:"name"`
@@ -34,6 +36,22 @@ type Manifest struct {
 	Embodiments []string       `yaml:"embodiments"`
 	Limits      Limits         `yaml:"limits"`
 	Config      map[string]any `yaml:"config,omitempty"`
+
+	// ControlHz (`control_hz`, optional) is the rate in Hz at which the
+	// embodiment executes one row of an action chunk; nil when the
+	// manifest does not say. The server derives real-time chunking's
+	// defaults from it (issue 27 point 4: frozen rows = ceil(latency ×
+	// control_hz), overlap from the rows executed since the last chunk).
+	// When present it must be a finite number > 0.
+	ControlHz *float64 `yaml:"control_hz,omitempty"`
+}
+
+// ControlRate returns control_hz and whether the manifest sets it.
+func (m *Manifest) ControlRate() (hz float64, ok bool) {
+	if m.ControlHz == nil {
+		return 0, false
+	}
+	return *m.ControlHz, true
 }
 
 // Limits are a plugin's resource limits; zero means the host default.
@@ -85,6 +103,8 @@ func (m *Manifest) Validate() error {
 		return fmt.Errorf("wasm: plugin[%s] manifest: embodiments %v: ABI v1 plugins serve exactly one embodiment", m.Name, m.Embodiments)
 	case m.Limits.TimeoutMS < 0 || m.Limits.PoolSize < 0:
 		return fmt.Errorf("wasm: plugin[%s] manifest: negative limits %+v", m.Name, m.Limits)
+	case m.ControlHz != nil && !(*m.ControlHz > 0 && !math.IsInf(*m.ControlHz, 1)):
+		return fmt.Errorf("wasm: plugin[%s] manifest: control_hz %v: want a finite number > 0 (the rate in Hz at which the robot executes chunk rows)", m.Name, *m.ControlHz)
 	}
 	return nil
 }

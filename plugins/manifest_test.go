@@ -101,3 +101,57 @@ func TestManifestComplete(t *testing.T) {
 		})
 	}
 }
+
+func TestManifestControlHz(t *testing.T) {
+	m, err := ParseManifest([]byte(goodManifest))
+	require.NoError(t, err)
+	hz, ok := m.ControlRate()
+	assert.False(t, ok, "control_hz absent")
+	assert.Zero(t, hz)
+
+	tests := []struct {
+		value   string
+		want    float64
+		wantErr string
+	}{
+		{"15", 15, ""},
+		{"20.0", 20, ""},
+		{"12.5", 12.5, ""},
+		{"0", 0, "wasm: plugin[droid] manifest: control_hz 0: want a finite number > 0"},
+		{"-15", 0, "control_hz -15: want a finite number > 0"},
+		{".nan", 0, "control_hz NaN: want a finite number > 0"},
+		{".inf", 0, "control_hz +Inf: want a finite number > 0"},
+		{"fast", 0, "cannot unmarshal"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.value, func(t *testing.T) {
+			m, err := ParseManifest([]byte(goodManifest + "control_hz: " + tt.value + "\n"))
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			hz, ok := m.ControlRate()
+			assert.True(t, ok)
+			assert.Equal(t, tt.want, hz)
+		})
+	}
+}
+
+// TestWritePluginDirControlHz: control_hz survives packing (gwplugin-pack
+// writes the template's fields through WritePluginDir) and is validated there.
+func TestWritePluginDirControlHz(t *testing.T) {
+	m, err := ParseManifestTemplate([]byte("name: x\nversion: 1.0.0\nabi: 1\nsha256: \"\"\nembodiments: [x]\ncontrol_hz: 15\n"))
+	require.NoError(t, err)
+	dir := t.TempDir()
+	require.NoError(t, WritePluginDir(dir, m, []byte("\x00asm")))
+	back, err := ReadManifest(dir)
+	require.NoError(t, err)
+	hz, ok := back.ControlRate()
+	assert.True(t, ok)
+	assert.Equal(t, 15.0, hz)
+
+	bad := -1.0
+	m.ControlHz = &bad
+	require.ErrorContains(t, WritePluginDir(t.TempDir(), m, []byte("\x00asm")), "control_hz -1")
+}

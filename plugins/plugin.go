@@ -113,6 +113,11 @@ func (p *Plugin) SHA256() string { return p.sha }
 // Manifest returns a copy of the plugin's manifest.
 func (p *Plugin) Manifest() Manifest { return p.manifest }
 
+// ControlHz returns the manifest's control_hz (the embodiment's control
+// rate, for real-time chunking's server-side defaults) and whether the
+// manifest sets it.
+func (p *Plugin) ControlHz() (float64, bool) { return p.manifest.ControlRate() }
+
 // Describe returns the plugin's description (read once at load).
 func (p *Plugin) Describe() Description { return p.desc }
 
@@ -418,6 +423,7 @@ type instance struct {
 	mod                              api.Module
 	mem                              api.Memory
 	alloc, describe, init, pre, post api.Function
+	reencode                         api.Function // nil unless the module exports gw_reencode
 	stack                            callStack
 	inPtr, inCap                     uint32
 	calls                            int
@@ -428,8 +434,9 @@ type instance struct {
 	// calls: a stage's results repeat their layout at the same address
 	// (the guest's result cache), so Decode re-reads only the attributes
 	// (envelope.Envelope.Reused); one decoder shared by both stages would
-	// see the layout alternate and decode in full every call.
-	dec [2]envelope.Envelope
+	// see the layout alternate and decode in full every call. 2 is
+	// reencode's.
+	dec [3]envelope.Envelope
 }
 
 // close closes the module and stops the instance's deadline timer.
@@ -473,6 +480,7 @@ func (p *Plugin) newInstanceInit(ctx context.Context, describe, init bool) (*ins
 		init:     mod.ExportedFunction(abi.ExportInit),
 		pre:      mod.ExportedFunction(abi.ExportPre),
 		post:     mod.ExportedFunction(abi.ExportPost),
+		reencode: mod.ExportedFunction(abi.ExportReencode),
 	}
 	if p.mode == DeadlineStopFlag {
 		flag, ok1 := mod.ExportedGlobal(rewrite.Stop).(api.MutableGlobal)
@@ -562,6 +570,9 @@ func (p *Plugin) checkDescription(body []byte, inspect bool) error {
 	}
 	if sd > d.MaxStateDim || ad > d.MaxActionDim {
 		return fmt.Errorf("wasm: plugin[%s] describe: state dims %d / action dims %d exceed max %d / %d", p.name, sd, ad, d.MaxStateDim, d.MaxActionDim)
+	}
+	if err := p.checkFeatures(&d); err != nil {
+		return err
 	}
 	p.desc = d
 	p.names = newNameCache(&d)
@@ -880,8 +891,11 @@ func (p *Plugin) invoke(ctx context.Context, stage string, in *envelope.Builder,
 
 	inst.stdio.reset()
 	fn, dec := inst.pre, &inst.dec[0]
-	if stage == "post" {
+	switch stage {
+	case "post":
 		fn, dec = inst.post, &inst.dec[1]
+	case stageReencode:
+		fn, dec = inst.reencode, &inst.dec[2]
 	}
 	var fired bool
 	if inst.wd != nil {

@@ -57,6 +57,7 @@ type Droid struct {
 	eef   [Horizon * 9]float32
 	grip  [Horizon]float32
 	joint [Horizon * 7]float32
+	re    []float32 // Reencode's result, reused
 }
 
 // New returns an uninitialised DROID plugin.

@@ -48,6 +48,9 @@ func TestGoldenWasm(t *testing.T) {
 	d := p.Describe()
 	require.Equal(t, Tag, d.Embodiment)
 	require.Equal(t, 24, d.ProjectorSlot)
+	hz, ok := p.ControlHz() // the packed manifest's control_hz, through the host
+	require.True(t, ok)
+	require.Equal(t, 15.0, hz)
 	require.Equal(t, 132, d.MaxStateDim)
 
 	pre, err := p.Pre(ctx, c.preInput())

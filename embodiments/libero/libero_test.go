@@ -103,6 +103,9 @@ func TestWasmMatchesNative(t *testing.T) {
 	p := plugintest.MustOpen(t, plugintest.Guest{Dir: "."}, plugins.WithCheckpoint(checkpoint(t)))
 	d := p.Describe()
 	assert.Equal(t, 2, d.ProjectorSlot)
+	hz, ok := p.ControlHz() // the packed manifest's control_hz, through the host
+	assert.True(t, ok)
+	assert.Equal(t, 20.0, hz)
 	assert.Equal(t, [3]int{1, 16, 16}, d.Layout.VitGridTHW)
 	assert.Len(t, d.Cameras, 2)
 	assert.Len(t, d.State, 7)

@@ -24,6 +24,20 @@ const (
 	ExportInitialize = "_initialize" // reactor start function (Go -buildmode=c-shared)
 )
 
+// Optional capabilities (v1.x). A guest declares one by listing its name in
+// Description.Features and exporting what it needs; the host checks the
+// export at load and never calls it otherwise.
+const (
+	// FeatureReencode: the guest exports ExportReencode, which
+	// re-expresses a previous action chunk against the current state for
+	// real-time chunking (ABI.md §11).
+	FeatureReencode = "reencode"
+	ExportReencode  = "gw_reencode" // (ptr i32, len i32) -> i64 packed result, envelopes in and out
+
+	AttrShift       = "shift"       // reencode input: decimal row count e, 0 ≤ e < action_horizon
+	PrevStatePrefix = "prev_state." // reencode input: the previous request's raw state group, as StatePrefix
+)
+
 // Host import module and function names.
 const (
 	HostModule  = "gw_host"
@@ -120,7 +134,7 @@ type Description struct {
 
 	Layout Layout `json:"layout"`
 
-	// Features lists optional ABI capabilities (none are defined in v1).
+	// Features lists optional ABI capabilities (FeatureReencode).
 	Features []string `json:"features,omitempty"`
 }
 

@@ -75,6 +75,15 @@ func gwPost(ptr, n uint32) uint64 {
 	return pack(mustRunner().Post(in))
 }
 
+//go:wasmexport gw_reencode
+func gwReencode(ptr, n uint32) uint64 {
+	in, bad := input(ptr, n)
+	if bad != nil {
+		return pack(bad)
+	}
+	return pack(mustRunner().Reencode(in))
+}
+
 func mustRunner() *Runner {
 	if runner == nil {
 		panic("pdk: no plugin registered (call pdk.Register from an init function)")

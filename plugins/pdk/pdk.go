@@ -16,7 +16,8 @@
 //	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o my.wasm ./embodiments/my
 //
 // the package provides the //go:wasmexport shims (gw_abi_v1, gw_alloc,
-// gw_free, gw_describe, gw_init, gw_pre, gw_post), guest memory handling
+// gw_free, gw_describe, gw_init, gw_pre, gw_post, and gw_reencode for a
+// plugin that implements the optional Reencoder), guest memory handling
 // and the envelope codec. Built natively (any GOOS other than wasip1) the
 // same package compiles without the shims, so plugin logic is unit-tested
 // with `go test`, and Runner drives it through the exact byte-level path

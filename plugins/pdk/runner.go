@@ -45,6 +45,9 @@ type Runner struct {
 	preRes, postRes resultCache
 	scratch         envelope.Envelope
 	keys            []string
+
+	decRe envelope.Envelope // gw_reencode's input decoder
+	re    ReencodeInput
 }
 
 // resultCache is one stage's last successful result (status header plus
@@ -132,7 +135,7 @@ func NewRunner(p Plugin) *Runner { return &Runner{p: p} }
 
 // Describe returns the result of gw_describe: the Description as JSON.
 func (r *Runner) Describe() []byte {
-	d := r.p.Describe()
+	d := withFeatures(r.p, r.p.Describe())
 	d.ABI = abi.Version
 	js, err := json.Marshal(d)
 	if err != nil {

@@ -43,7 +43,8 @@ type Table struct {
 	x32      []float32
 	x64      []float64
 	out      Actions
-	camKeys  string // for error messages
+	camKeys  string    // for error messages
+	re       []float32 // Reencode's result, reused
 }
 
 // NewTable returns a Table for d. It panics when d has an EEF or

@@ -7,6 +7,7 @@
 //	wrongsig  gw_pre has signature (i32) -> i64
 //	abiv2     exports gw_abi_v2 instead of gw_abi_v1
 //	noabi     exports no ABI marker at all
+//	reencodefeature  lists the reencode feature without exporting gw_reencode
 //
 // Build: GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared [-tags wrongsig] ./plugins/testdata/hostile/raw
 package main
@@ -35,7 +36,8 @@ const describeJSON = `{"name":"raw","version":"0.1.0","abi":1,"embodiment":"test
 	`"actions":[{"key":"a","dim":2,"rep":"absolute","type":"non_eef","format":"default"}],` +
 	`"language":{"key":"instruction","min_chars":1,"max_chars":100},` +
 	`"action_horizon":4,"max_state_dim":8,"max_action_dim":8,` +
-	`"layout":{"name":"test","frame_order":["cam@0"],"vit_grid_thw":[1,4,4],"tokens_per_image":4,"l_max":16,"frame_aspect":[0.5,2],"frame_side":[16,1024]}}`
+	`"layout":{"name":"test","frame_order":["cam@0"],"vit_grid_thw":[1,4,4],"tokens_per_image":4,"l_max":16,"frame_aspect":[0.5,2],"frame_side":[16,1024]}` +
+	features + `}`
 
 //go:wasmexport gw_alloc
 func gwAlloc(size uint32) uint32 {

@@ -1,0 +1,5 @@
+//go:build !reencodefeature
+
+package main
+
+const features = ""
