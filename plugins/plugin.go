@@ -113,6 +113,11 @@ func (p *Plugin) SHA256() string { return p.sha }
 // Manifest returns a copy of the plugin's manifest.
 func (p *Plugin) Manifest() Manifest { return p.manifest }
 
+// ActionLimits returns the manifest's action_limits (the safety gate's
+// limits per action group key, checked against Describe at load; nil when
+// the manifest declares none). The map is shared: callers must not modify it.
+func (p *Plugin) ActionLimits() map[string]abi.ActionLimit { return p.manifest.ActionLimits }
+
 // Describe returns the plugin's description (read once at load).
 func (p *Plugin) Describe() Description { return p.desc }
 
@@ -562,6 +567,9 @@ func (p *Plugin) checkDescription(body []byte, inspect bool) error {
 	}
 	if sd > d.MaxStateDim || ad > d.MaxActionDim {
 		return fmt.Errorf("wasm: plugin[%s] describe: state dims %d / action dims %d exceed max %d / %d", p.name, sd, ad, d.MaxStateDim, d.MaxActionDim)
+	}
+	if err := m.validateActionLimits(&d); err != nil {
+		return err
 	}
 	p.desc = d
 	p.names = newNameCache(&d)
