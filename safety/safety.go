@@ -451,24 +451,32 @@ func (c *group) value(row []float32, k, d int, reach bool, r, L float64, kind Ki
 	if f-f != 0 {
 		return c.fail(v, Violation{Group: c.key, Step: k, Dim: d, Kind: KindNonFinite, Value: f})
 	}
-	var viol Violation
-	found := true
-	switch diff := f - r; {
+	diff := f - r
+	switch {
 	case x < lo:
-		viol = Violation{Group: c.key, Step: k, Dim: d, Kind: c.loKind[d], Limit: c.loLim[d], Value: f}
+		kind = c.loKind[d]
 	case x > hi:
-		viol = Violation{Group: c.key, Step: k, Dim: d, Kind: c.hiKind[d], Limit: c.hiLim[d], Value: f}
+		kind = c.hiKind[d]
 	case reach && (diff > L || diff < -L):
-		viol = Violation{Group: c.key, Step: k, Dim: d, Kind: kind, Limit: L, Value: diff}
 	default:
-		found = false
-	}
-	if !found {
 		return nil
 	}
-	if v.Policy != Clamp {
-		return c.fail(v, viol)
+	if v.Policy != Clamp || v.First == nil {
+		viol := Violation{Group: c.key, Step: k, Dim: d, Kind: kind}
+		switch {
+		case x < lo:
+			viol.Limit, viol.Value = c.loLim[d], f
+		case x > hi:
+			viol.Limit, viol.Value = c.hiLim[d], f
+		default:
+			viol.Limit, viol.Value = L, diff
+		}
+		if v.Policy != Clamp {
+			return c.fail(v, viol)
+		}
+		v.First = &viol
 	}
+	v.ByKind[kind]++
 	y := min(max(x, lo), hi)
 	if reach {
 		rlo, rhi := up32(r-L), down32(r+L)
@@ -480,11 +488,6 @@ func (c *group) value(row []float32, k, d int, reach bool, r, L float64, kind Ki
 		default: // below them
 			y = lo
 		}
-	}
-	v.ByKind[viol.Kind]++
-	if v.First == nil {
-		f := viol
-		v.First = &f
 	}
 	if math.Float32bits(y) != math.Float32bits(x) {
 		row[d] = y
@@ -507,7 +510,7 @@ func (c *group) fail(v *Verdict, viol Violation) error {
 func down32(x float64) float32 {
 	f := float32(x)
 	if float64(f) > x {
-		f = math.Nextafter32(f, float32(math.Inf(-1)))
+		f = step32(f, -1)
 	}
 	return f
 }
@@ -516,9 +519,25 @@ func down32(x float64) float32 {
 func up32(x float64) float32 {
 	f := float32(x)
 	if float64(f) < x {
-		f = math.Nextafter32(f, float32(math.Inf(1)))
+		f = step32(f, 1)
 	}
 	return f
+}
+
+// step32 returns the float32 next to the finite or infinite, non-NaN f in
+// direction dir (+1 up, -1 down): math.Nextafter32 without its NaN and
+// equality branches.
+func step32(f float32, dir int) float32 {
+	if f == 0 {
+		return math.Float32frombits(1) * float32(dir)
+	}
+	b := math.Float32bits(f)
+	if (f > 0) == (dir > 0) {
+		b++
+	} else {
+		b--
+	}
+	return math.Float32frombits(b)
 }
 
 func clone(v []float64) []float64 {

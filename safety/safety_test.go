@@ -357,3 +357,24 @@ func TestPolicyAndKindNames(t *testing.T) {
 	}
 	assert.Equal(t, []string{"min", "max", "gripper", "max_step_delta", "max_jump", "non_finite"}, names)
 }
+
+// TestRounding: down32/up32 are the float32 neighbours of x on each side,
+// as math.Nextafter32 finds them.
+func TestRounding(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	xs := []float64{0, 0.1, -0.1, 1, -1, 1e-45, -1e-45, 1e-50, -1e-50, math.MaxFloat32, -math.MaxFloat32, 1e39, -1e39, math.Inf(1), math.Inf(-1)}
+	for i := 0; i < 10000; i++ {
+		xs = append(xs, rng.NormFloat64()*math.Pow(10, float64(rng.IntN(80)-40)))
+	}
+	for _, x := range xs {
+		d, u := down32(x), up32(x)
+		require.LessOrEqual(t, float64(d), x, "down32(%g)", x)
+		require.GreaterOrEqual(t, float64(u), x, "up32(%g)", x)
+		if float64(float32(x)) == x {
+			require.Equal(t, float32(x), d)
+			require.Equal(t, float32(x), u)
+			continue
+		}
+		require.Equal(t, u, math.Nextafter32(d, float32(math.Inf(1))), "x %g", x)
+	}
+}
