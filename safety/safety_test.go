@@ -1,6 +1,7 @@
 package safety
 
 import (
+	"encoding/json"
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -377,4 +378,18 @@ func TestRounding(t *testing.T) {
 		}
 		require.Equal(t, u, math.Nextafter32(d, float32(math.Inf(1))), "x %g", x)
 	}
+}
+
+// TestVerdictJSON: the response's "safety" member.
+func TestVerdictJSON(t *testing.T) {
+	c := cleanChunk()
+	c[1].Values[2] = 1.5
+	v, err := newGate(t, Clamp).Check(c, testState())
+	require.NoError(t, err)
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"clamped":1,"first":{"group":"grip","step":2,"dim":0,"kind":"gripper","limit":1,"value":1.5}}`, string(b))
+	b, err = json.Marshal(Verdict{Policy: Clamp})
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"clamped":0}`, string(b))
 }
