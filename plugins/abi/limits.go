@@ -62,6 +62,8 @@ func (l *ActionLimit) Validate(group string) error {
 			switch {
 			case math.IsNaN(x):
 				return fmt.Errorf("%s.%s[%d]: NaN", p, f.name, d)
+			case f.name == "min" && math.IsInf(x, 1), f.name == "max" && math.IsInf(x, -1):
+				return fmt.Errorf("%s.%s[%d]: %v admits no value", p, f.name, d, x)
 			case (f.name == "max_step_delta" || f.name == "max_jump") && !(x > 0 && !math.IsInf(x, 0)):
 				return fmt.Errorf("%s.%s[%d]: %v is not a finite value > 0", p, f.name, d, x)
 			}

@@ -33,6 +33,8 @@ func TestCheckActionLimits(t *testing.T) {
 		{"lengths differ", map[string]ActionLimit{"joints": {Min: []float64{0, 0}, Max: []float64{1}}}, "action_limits.joints.max: 1 values, the group's other limits have 2"},
 		{"empty", map[string]ActionLimit{"joints": {Min: []float64{}}}, "action_limits.joints.min: empty (omit the key for no limit)"},
 		{"nothing", map[string]ActionLimit{"joints": {}}, "action_limits.joints: no limit declared"},
+		{"min +inf", map[string]ActionLimit{"joints": {Min: []float64{0, inf}}}, "action_limits.joints.min[1]: +Inf admits no value"},
+		{"max -inf", map[string]ActionLimit{"joints": {Max: []float64{-inf, 0}}}, "action_limits.joints.max[0]: -Inf admits no value"},
 		{"nan", map[string]ActionLimit{"joints": {Max: []float64{0, math.NaN()}}}, "action_limits.joints.max[1]: NaN"},
 		{"min above max", map[string]ActionLimit{"joints": {Min: []float64{0, 2}, Max: []float64{1, 1}}}, "action_limits.joints.min[1]: 2 is above max[1] 1"},
 		{"step delta 0", map[string]ActionLimit{"joints": {MaxStepDelta: []float64{1, 0}}}, "action_limits.joints.max_step_delta[1]: 0 is not a finite value > 0"},
