@@ -5,12 +5,16 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/gr00tgw/gr00tgw/plugins/abi"
 )
 
 // ManifestFile is the manifest's file name inside a plugin directory.
@@ -27,6 +31,9 @@ const ManifestFile = "plugin.yaml"
 //	limits: {max_pages: 512, timeout_ms: 50, pool_size: 4}
 //	control_hz: 15            # optional: the embodiment's control rate
 //	config: {}                # free-form, passed to gw_init
+//	action_limits:            # optional safety limits per action group (abi.ActionLimit)
+//	  joint_position: {min: […], max: […], max_step_delta: […], max_jump: […]}
+//	  gripper_position: {gripper: [0, 1]}
 type Manifest struct {
 	Name        string         `yaml:"name"`
 	Version     string         `yaml:"version"`
@@ -36,6 +43,10 @@ type Manifest struct {
 	Embodiments []string       `yaml:"embodiments"`
 	Limits      Limits         `yaml:"limits"`
 	Config      map[string]any `yaml:"config,omitempty"`
+	// ActionLimits are the safety gate's limits per action group key
+	// (optional; ABI.md §10 "Action limits"). Validate checks them on their
+	// own; the host checks them against the description at load.
+	ActionLimits map[string]abi.ActionLimit `yaml:"action_limits,omitempty"`
 
 	// ControlHz (`control_hz`, optional) is the rate in Hz at which the
 	// embodiment executes one row of an action chunk; nil when the
@@ -105,6 +116,29 @@ func (m *Manifest) Validate() error {
 		return fmt.Errorf("wasm: plugin[%s] manifest: negative limits %+v", m.Name, m.Limits)
 	case m.ControlHz != nil && !(*m.ControlHz > 0 && !math.IsInf(*m.ControlHz, 1)):
 		return fmt.Errorf("wasm: plugin[%s] manifest: control_hz %v: want a finite number > 0 (the rate in Hz at which the robot executes chunk rows)", m.Name, *m.ControlHz)
+	}
+	return m.validateActionLimits(nil)
+}
+
+// validateActionLimits checks the action_limits on their own, and against d
+// when it is not nil, in sorted key order.
+func (m *Manifest) validateActionLimits(d *Description) error {
+	if len(m.ActionLimits) == 0 {
+		return nil
+	}
+	var err error
+	if d != nil {
+		err = abi.CheckActionLimits(d, m.ActionLimits)
+	} else {
+		for _, k := range slices.Sorted(maps.Keys(m.ActionLimits)) {
+			l := m.ActionLimits[k]
+			if err = l.Validate(k); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("wasm: plugin[%s] manifest: %w", m.Name, err)
 	}
 	return nil
 }
@@ -176,6 +210,9 @@ func (m *Manifest) complete(d *Description) error {
 		return fmt.Errorf("wasm: plugin[%s] plugin.yaml version %q differs from the module's describe version %q: %s", m.Name, m.Version, d.Version, fix)
 	case len(m.Embodiments) == 1 && m.Embodiments[0] != d.Embodiment:
 		return fmt.Errorf("wasm: plugin[%s] plugin.yaml embodiments %v differ from the module's describe embodiment %q: %s", m.Name, m.Embodiments, d.Embodiment, fix)
+	}
+	if err := m.validateActionLimits(d); err != nil {
+		return err
 	}
 	m.Version = d.Version
 	if len(m.Embodiments) == 0 {

@@ -118,6 +118,11 @@ func (p *Plugin) Manifest() Manifest { return p.manifest }
 // manifest sets it.
 func (p *Plugin) ControlHz() (float64, bool) { return p.manifest.ControlRate() }
 
+// ActionLimits returns the manifest's action_limits (the safety gate's
+// limits per action group key, checked against Describe at load; nil when
+// the manifest declares none). The map is shared: callers must not modify it.
+func (p *Plugin) ActionLimits() map[string]abi.ActionLimit { return p.manifest.ActionLimits }
+
 // Describe returns the plugin's description (read once at load).
 func (p *Plugin) Describe() Description { return p.desc }
 
@@ -572,6 +577,9 @@ func (p *Plugin) checkDescription(body []byte, inspect bool) error {
 		return fmt.Errorf("wasm: plugin[%s] describe: state dims %d / action dims %d exceed max %d / %d", p.name, sd, ad, d.MaxStateDim, d.MaxActionDim)
 	}
 	if err := p.checkFeatures(&d); err != nil {
+		return err
+	}
+	if err := m.validateActionLimits(&d); err != nil {
 		return err
 	}
 	p.desc = d
