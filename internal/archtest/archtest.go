@@ -39,6 +39,9 @@ var Rules = []Rule{
 	{Prefix: "client", May: clientMay, Why: "a client links no server code"},
 	{Prefix: "api", Why: "protocol vocabulary shared by servers and clients; a leaf"},
 	{Prefix: "wire", May: []string{"core"}, Why: "wire formats shared by servers and clients; they know no server"},
+	{Prefix: "session", Why: "per-robot RTC state; a leaf the service core holds"},
+	{Prefix: "safety", May: []string{"plugins/abi"}, Why: "the gate reads the plugins' declared limits and nothing else"},
+	{Prefix: "record", May: []string{"safety"}, Why: "the flight recorder stores the gate's verdict; it knows no server"},
 	{Prefix: "gateway", May: []string{"core", "plugins", "device", "config", "assets", "internal/freelist", "wire", "api"},
 		Why: "the gateway uses core, plugins, device interfaces and config"},
 }
