@@ -22,7 +22,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/gr00tgw/gr00tgw/core/tensor"
-	"github.com/gr00tgw/gr00tgw/gateway"
+	"github.com/gr00tgw/gr00tgw/service"
 )
 
 // demoCase is GET /demo of one embodiment: the request to post and what
@@ -99,10 +99,10 @@ func postPredictBody(ctx context.Context, client *http.Client, base string, body
 	hreq.Header.Set("Content-Type", ct)
 	hreq.Header.Set("Accept", ct)
 	if timeout > 0 {
-		hreq.Header.Set(gateway.TimeoutHeader, fmt.Sprintf("%.3f", timeout.Seconds()))
+		hreq.Header.Set(service.TimeoutHeader, fmt.Sprintf("%.3f", timeout.Seconds()))
 	}
 	if rid != "" {
-		hreq.Header.Set(gateway.RequestIDHeader, rid)
+		hreq.Header.Set(service.RequestIDHeader, rid)
 	}
 	start := time.Now()
 	resp, err := client.Do(hreq)
@@ -116,7 +116,7 @@ func postPredictBody(ctx context.Context, client *http.Client, base string, body
 		return nil, nil, wall, fmt.Errorf("reading the response: %w", err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, resp.Header, wall, fmt.Errorf("%s (request id %s): %s", resp.Status, resp.Header.Get(gateway.RequestIDHeader), strings.TrimSpace(string(rb)))
+		return nil, resp.Header, wall, fmt.Errorf("%s (request id %s): %s", resp.Status, resp.Header.Get(service.RequestIDHeader), strings.TrimSpace(string(rb)))
 	}
 	if strings.Contains(resp.Header.Get("Content-Type"), "msgpack") {
 		var v any
@@ -396,7 +396,7 @@ func addClientFlags(fs *pflag.FlagSet) *clientOptions {
 	fs.StringVar(&o.protocol, "protocol", "http", "wire protocol: "+strings.Join(protocolNames, "|"))
 	fs.StringVar(&o.embodiment, "embodiment", "", "embodiment tag whose demo to use (empty: the server's default)")
 	fs.StringVar(&o.out, "out", "", "also write the report as JSON here")
-	fs.DurationVar(&o.timeout, "timeout", 120*time.Second, "per-request timeout (also sent as "+gateway.TimeoutHeader+")")
+	fs.DurationVar(&o.timeout, "timeout", 120*time.Second, "per-request timeout (also sent as "+service.TimeoutHeader+")")
 	fs.DurationVar(&o.wait, "wait", 0, "retry fetching the demo this long while the server starts (0: no retry)")
 	o.auth = addAuthFlags(fs)
 	return o

@@ -11,10 +11,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gr00tgw/gr00tgw/gateway"
-	"github.com/gr00tgw/gr00tgw/gateway/oip"
+	"github.com/gr00tgw/gr00tgw/frontend/oip"
 	"github.com/gr00tgw/gr00tgw/gateway/oip/oipclient"
 	"github.com/gr00tgw/gr00tgw/gateway/rawobs"
+	"github.com/gr00tgw/gr00tgw/service"
 )
 
 // oipTransport is the Open Inference Protocol v2 (--protocol oip): POST
@@ -57,7 +57,7 @@ func (t *oipTransport) send(ctx context.Context, o *rawobs.Observation, tag stri
 		return nil, nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, nil, fmt.Errorf("%s (request id %s): %s", resp.Status, resp.Header.Get(gateway.RequestIDHeader), strings.TrimSpace(string(rb)))
+		return nil, nil, fmt.Errorf("%s (request id %s): %s", resp.Status, resp.Header.Get(service.RequestIDHeader), strings.TrimSpace(string(rb)))
 	}
 	r, err := oipclient.ParseResponse(rb, resp.Header.Get(oip.HeaderContentLength))
 	if err != nil {

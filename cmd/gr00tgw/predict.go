@@ -14,7 +14,7 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
-	"github.com/gr00tgw/gr00tgw/gateway"
+	"github.com/gr00tgw/gr00tgw/service"
 )
 
 func init() {
@@ -32,7 +32,7 @@ func runPredictClient(ctx context.Context, args []string) error {
 	url := fs.String("url", "http://127.0.0.1:20000", "server base URL")
 	reqPath := fs.String("request", "", "request JSON file (- for stdin); empty: the server's GET /demo request")
 	useMsgpack := fs.Bool("msgpack", false, "send and receive application/msgpack")
-	timeout := fs.Duration("timeout", 120*time.Second, "client timeout (also sent as "+gateway.TimeoutHeader+")")
+	timeout := fs.Duration("timeout", 120*time.Second, "client timeout (also sent as "+service.TimeoutHeader+")")
 	out := fs.String("out", "", "write the response JSON here instead of stdout")
 	rid := fs.String("request-id", "", "X-Request-ID to send")
 	pccMin := fs.Float64("pcc-min", 0, "demo mode: PCC gate (0: the server's gate from /demo)")
@@ -92,7 +92,7 @@ func runPredictClient(ctx context.Context, args []string) error {
 		if err != nil {
 			return fmt.Errorf("--msgpack: %w", err)
 		}
-		body, ct = mp, gateway.MIMEMsgpack
+		body, ct = mp, service.MIMEMsgpack
 	}
 	rb, _, wall, err := postPredictBody(ctx, client, base, body, ct, *timeout, *rid)
 	if err != nil {

@@ -1,9 +1,9 @@
 // Package adapt binds the gateway's consumer interfaces to gr00tgw's
-// implementations: gateway.Encoder to core/processor (+ core/image frame
-// decoding), gateway.Embodiment and gateway.Reloader to the plugin host
+// implementations: service.Encoder to core/processor (+ core/image frame
+// decoding), service.Embodiment and service.Reloader to the plugin host
 // (the one plugin serving the configured embodiment), and Open wires
 // everything, including the device backend and the
-// demo, into a gateway.LoadFunc. The gateway package itself depends on none
+// demo, into a service.LoadFunc. The gateway package itself depends on none
 // of them (its tests use fakes); this package is where they meet.
 package adapt
 
@@ -28,12 +28,12 @@ import (
 	"github.com/gr00tgw/gr00tgw/core/processor"
 	"github.com/gr00tgw/gr00tgw/core/text"
 	"github.com/gr00tgw/gr00tgw/device"
-	"github.com/gr00tgw/gr00tgw/gateway"
 	"github.com/gr00tgw/gr00tgw/internal/freelist"
 	"github.com/gr00tgw/gr00tgw/plugins"
+	"github.com/gr00tgw/gr00tgw/service"
 )
 
-// Encoder adapts a *processor.Processor to gateway.Encoder. Decode decodes
+// Encoder adapts a *processor.Processor to service.Encoder. Decode decodes
 // every frame (in parallel) under the processor's frame-size and aspect
 // rules; Encode runs the processor on the decoded frames and refuses, as
 // the client's error naming images, an image set over the backend's
@@ -70,7 +70,7 @@ func (l Limits) sides() image.Limits {
 	return image.Limits{MinSide: max(s.MinSide, d.MinSide), MaxSide: min(max(s.MaxSide, 1), d.MaxSide)}
 }
 
-var _ gateway.Encoder = (*Encoder)(nil)
+var _ service.Encoder = (*Encoder)(nil)
 
 // NewEncoder wraps p under the backend's limits. It precomputes the
 // aspect rule of p's chain and required grid (milliseconds).
@@ -107,7 +107,7 @@ func frameErr(err error) error {
 		if fe.Index >= 0 {
 			field = fmt.Sprintf("%s[%d]", field, fe.Index)
 		}
-		return gateway.NewFieldError(field, err)
+		return service.NewFieldError(field, err)
 	}
 	var ie *text.InstructionError
 	if errors.As(err, &ie) {
@@ -115,13 +115,13 @@ func frameErr(err error) error {
 		if field == "" {
 			field = "instruction"
 		}
-		return gateway.NewFieldError(field, err)
+		return service.NewFieldError(field, err)
 	}
 	return err
 }
 
 // Decode decodes and validates every frame.
-func (e *Encoder) Decode(ctx context.Context, cams []gateway.CameraFrames) (*gateway.Decoded, error) {
+func (e *Encoder) Decode(ctx context.Context, cams []service.CameraFrames) (*service.Decoded, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -129,7 +129,7 @@ func (e *Encoder) Decode(ctx context.Context, cams []gateway.CameraFrames) (*gat
 		cam string
 		idx int
 		src []byte
-		raw *gateway.RawFrame
+		raw *service.RawFrame
 		dst *image.RGB
 	}
 	var jobs []job
@@ -175,13 +175,13 @@ func (e *Encoder) Decode(ctx context.Context, cams []gateway.CameraFrames) (*gat
 			return nil, frameErr(err)
 		}
 	}
-	d := &gateway.Decoded{Pixels: frames}
+	d := &service.Decoded{Pixels: frames}
 	for _, c := range cams {
 		fs := frames[c.Key]
 		if err := image.CheckSameSize(c.Key, fs); err != nil {
 			return nil, frameErr(err)
 		}
-		ci := gateway.CameraImages{Key: c.Key, Frames: len(fs)}
+		ci := service.CameraImages{Key: c.Key, Frames: len(fs)}
 		if len(fs) > 0 {
 			ci.Height, ci.Width = fs[0].H, fs[0].W
 		}
@@ -192,7 +192,7 @@ func (e *Encoder) Decode(ctx context.Context, cams []gateway.CameraFrames) (*gat
 
 // rawFrame checks a raw frame under the same rules as an encoded one
 // (side limits, the layout's aspect rule) and copies it into dst.
-func (e *Encoder) rawFrame(dst *image.RGB, cam string, idx int, f *gateway.RawFrame) error {
+func (e *Encoder) rawFrame(dst *image.RGB, cam string, idx int, f *service.RawFrame) error {
 	fail := func(err error) error { return &image.FrameError{Camera: cam, Index: idx, Err: err} }
 	if f.Width <= 0 || f.Height <= 0 || len(f.Pix) != f.Width*f.Height*3 {
 		return fail(fmt.Errorf("%w: raw frame of %d bytes for %dx%d RGB (want height·width·3 = %d)",
@@ -220,7 +220,7 @@ func (e *Encoder) rawFrame(dst *image.RGB, cam string, idx int, f *gateway.RawFr
 // Encode runs the eval chain, patching, prompt, tokenizer and mRoPE. It
 // consumes d: the decoded frames go back to the encoder's pool, so d must
 // not be used again.
-func (e *Encoder) Encode(ctx context.Context, d *gateway.Decoded, instruction string) (*gateway.Encoded, error) {
+func (e *Encoder) Encode(ctx context.Context, d *service.Decoded, instruction string) (*service.Encoded, error) {
 	frames, ok := d.Pixels.(map[string][]*image.RGB)
 	if !ok {
 		return nil, fmt.Errorf("adapt: decoded pixels of type %T, want the adapter's own", d.Pixels)
@@ -259,10 +259,10 @@ func (e *Encoder) Encode(ctx context.Context, d *gateway.Decoded, instruction st
 	l := e.limits
 	if n := len(in.ImageGridTHW); (l.MaxImages > 0 && n > l.MaxImages) || (l.MaxPatches > 0 && in.Rows > l.MaxPatches) {
 		put(in.PixelValues)
-		return nil, gateway.NewFieldError("images", fmt.Errorf("%d images of %d patch rows in all: the backend serves at most %d images and %d patch rows (send smaller frames)",
+		return nil, service.NewFieldError("images", fmt.Errorf("%d images of %d patch rows in all: the backend serves at most %d images and %d patch rows (send smaller frames)",
 			n, in.Rows, l.MaxImages, l.MaxPatches))
 	}
-	out := &gateway.Encoded{
+	out := &service.Encoded{
 		Inputs: device.Inputs{
 			PixelValues: in.PixelValues, PixelRows: in.Rows, PixelCols: in.RowWidth,
 			InputIDs: toInt32(in.InputIDs), AttentionMask: toInt32(in.AttentionMask), PositionIDs: toInt32(in.PositionIDs),
@@ -365,7 +365,7 @@ func Resolve(cfg config.Config, root string) Paths {
 // landmarks. On error everything opened so far is closed.
 //
 // mp receives the plugin host's metrics (nil: the global provider).
-func Open(ctx context.Context, cfg config.Config, paths Paths, log *slog.Logger, mp metric.MeterProvider) (deps *gateway.Deps, err error) {
+func Open(ctx context.Context, cfg config.Config, paths Paths, log *slog.Logger, mp metric.MeterProvider) (deps *service.Deps, err error) {
 	return OpenWith(ctx, cfg, paths, log, mp, nil)
 }
 
@@ -373,7 +373,7 @@ func Open(ctx context.Context, cfg config.Config, paths Paths, log *slog.Logger,
 // config backend in this process) — e.g. a pool of runner processes
 // (device/runner). A backend that is a device.PixelArena gets the
 // encoders' pixel_values written into its buffers.
-func OpenWith(ctx context.Context, cfg config.Config, paths Paths, log *slog.Logger, mp metric.MeterProvider, open device.OpenFunc) (deps *gateway.Deps, err error) {
+func OpenWith(ctx context.Context, cfg config.Config, paths Paths, log *slog.Logger, mp metric.MeterProvider, open device.OpenFunc) (deps *service.Deps, err error) {
 	var closers []func() error
 	defer func() {
 		if err != nil {
@@ -451,9 +451,9 @@ func OpenWith(ctx context.Context, cfg config.Config, paths Paths, log *slog.Log
 		cat.SetArena(a)
 	}
 
-	return &gateway.Deps{
+	return &service.Deps{
 		Backend: be, Catalog: cat,
-		Model: gateway.ModelInfo{
+		Model: service.ModelInfo{
 			Version: modelVersion, ActionDim: ck.Model.MaxActionDim, ActionHorizon: ck.Model.ActionHorizon,
 			DefaultSeed: uint64(cfg.DefaultSeed), RandomNoise: cfg.RandomNoise,
 		},

@@ -21,8 +21,9 @@ import (
 	"github.com/gr00tgw/gr00tgw/core/processor"
 	"github.com/gr00tgw/gr00tgw/device"
 	_ "github.com/gr00tgw/gr00tgw/device/cpu"
-	"github.com/gr00tgw/gr00tgw/gateway"
+	httpfront "github.com/gr00tgw/gr00tgw/frontend/http"
 	"github.com/gr00tgw/gr00tgw/plugins/plugintest"
+	"github.com/gr00tgw/gr00tgw/service"
 )
 
 // repoRoot is the module root (two levels up).
@@ -105,17 +106,19 @@ func TestServeTinyCheckpoint(t *testing.T) {
 	demoDir := filepath.Join(root, "testdata", "n17-tiny", "caseA")
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 
-	mp, metrics, err := gateway.NewPrometheus()
+	mp, metrics, err := httpfront.NewPrometheus()
 	require.NoError(t, err)
-	srv, err := gateway.New(gateway.Options{Config: cfg, Logger: log, MeterProvider: mp, MetricsHandler: metrics})
+	core, err := service.New(service.Options{Config: cfg, Logger: log, MeterProvider: mp})
 	require.NoError(t, err)
-	var deps *gateway.Deps
-	require.NoError(t, srv.Start(context.Background(), func(ctx context.Context) (*gateway.Deps, error) {
+	srv, err := httpfront.New(core, httpfront.Options{MeterProvider: mp, MetricsHandler: metrics})
+	require.NoError(t, err)
+	var deps *service.Deps
+	require.NoError(t, core.Start(context.Background(), func(ctx context.Context) (*service.Deps, error) {
 		d, err := Open(ctx, cfg, paths, log, mp)
 		deps = d
 		return d, err
 	}))
-	defer srv.Shutdown(context.Background())
+	defer core.Shutdown(context.Background(), srv.Shutdown)
 
 	raw, err := os.ReadFile(filepath.Join(demoDir, "request.json"))
 	require.NoError(t, err)
@@ -129,15 +132,15 @@ func TestServeTinyCheckpoint(t *testing.T) {
 	}
 	st, b := post(raw)
 	require.Equal(t, 200, st, string(b))
-	var got gateway.PredictResponse
+	var got service.PredictResponse
 	require.NoError(t, json.Unmarshal(b, &got))
-	demo, err := gateway.LoadDemo(demoDir)
+	demo, err := service.LoadDemo(demoDir)
 	require.NoError(t, err)
 	assert.Equal(t, 469, got.SeqLen)
 	assert.Equal(t, 8, got.PromptTokens)
 	assert.Equal(t, 24, got.EmbodimentID)
 	assert.Equal(t, "droid", got.Layout)
-	assert.Equal(t, gateway.ImageReport{Frames: 2, ReceivedHW: [2]int{180, 320}, VitGridTHW: [3]int{1, 16, 28}}, got.Images["exterior_image_1_left"])
+	assert.Equal(t, service.ImageReport{Frames: 2, ReceivedHW: [2]int{180, 320}, VitGridTHW: [3]int{1, 16, 28}}, got.Images["exterior_image_1_left"])
 	for g, want := range demo.Golden {
 		var a, w []float64
 		for i := range want {
@@ -157,7 +160,7 @@ func TestServeTinyCheckpoint(t *testing.T) {
 	// A second call reuses the recycled pixel buffer and gives the same bits.
 	st, b2 := post(raw)
 	require.Equal(t, 200, st)
-	var again gateway.PredictResponse
+	var again service.PredictResponse
 	require.NoError(t, json.Unmarshal(b2, &again))
 	assert.Equal(t, got.Actions, again.Actions)
 
@@ -183,13 +186,13 @@ func TestServeTinyCheckpoint(t *testing.T) {
 	assert.Equal(t, 40, deps.Model.ActionHorizon)
 
 	// Both shipped embodiments are served from the one checkpoint.
-	require.True(t, srv.WaitBound(context.Background()))
+	require.True(t, core.WaitBound(context.Background()))
 	var info struct {
 		Embodiments []struct {
 			Name, Plugin, Status string
 			ID                   int
 			Default              bool
-			Layout               gateway.Layout
+			Layout               service.Layout
 		} `json:"embodiments"`
 	}
 	ireq, _ := http.NewRequest("GET", "/info", nil)
@@ -209,7 +212,7 @@ func TestServeTinyCheckpoint(t *testing.T) {
 	assert.Equal(t, 51, info.Embodiments[1].Layout.MaxTextTokens)
 
 	// Reload with nothing changed keeps both bindings.
-	changes, err := srv.Reload(context.Background())
+	changes, err := core.Reload(context.Background())
 	require.NoError(t, err)
 	require.Len(t, changes, 2)
 	for _, ch := range changes {

@@ -16,9 +16,9 @@ import (
 	"github.com/gr00tgw/gr00tgw/core/processor"
 	"github.com/gr00tgw/gr00tgw/core/text"
 	"github.com/gr00tgw/gr00tgw/device"
-	"github.com/gr00tgw/gr00tgw/gateway"
 	"github.com/gr00tgw/gr00tgw/plugins"
 	"github.com/gr00tgw/gr00tgw/plugins/abi"
+	"github.com/gr00tgw/gr00tgw/service"
 )
 
 // Checkpoint is what a Catalog reads of the checkpoint once: its model
@@ -71,7 +71,7 @@ func (ck *Checkpoint) processorConfig(tag string) (processor.Config, error) {
 	return processor.ParseConfig(ck.Processor, tag)
 }
 
-// Catalog implements gateway.Catalog over a plugin directory and one
+// Catalog implements service.Catalog over a plugin directory and one
 // checkpoint: Scan lists the plugins, Open loads one and runs checkServed,
 // then builds its host pipeline (processor on the shared tokenizer) and
 // finds its demo. Scan and Open may run concurrently with requests on
@@ -97,10 +97,10 @@ type preopened struct {
 	p *plugins.Plugin
 }
 
-// Candidate is gateway.Candidate.
-type Candidate = gateway.Candidate
+// Candidate is service.Candidate.
+type Candidate = service.Candidate
 
-var _ gateway.Catalog = (*Catalog)(nil)
+var _ service.Catalog = (*Catalog)(nil)
 
 // CatalogOptions configure NewCatalog.
 type CatalogOptions struct {
@@ -228,7 +228,7 @@ func (c *Catalog) load(ctx context.Context, cand Candidate) (*plugins.Plugin, er
 // Open loads cand's plugin and binds it: checkServed against the
 // checkpoint, the layout against the backend's sequence, then the
 // processor, the encoder and the demo.
-func (c *Catalog) Open(ctx context.Context, cand Candidate) (_ *gateway.Binding, err error) {
+func (c *Catalog) Open(ctx context.Context, cand Candidate) (_ *service.Binding, err error) {
 	p, err := c.load(ctx, cand)
 	if err != nil {
 		return nil, err
@@ -264,7 +264,7 @@ func (c *Catalog) Open(ctx context.Context, cand Candidate) (_ *gateway.Binding,
 	if err != nil {
 		return nil, err
 	}
-	return &gateway.Binding{
+	return &service.Binding{
 		Embodiment: newPluginEmbodiment(p), Encoder: enc, Demo: demo, SHA256: p.SHA256(),
 		Layout:   layoutOf(&d, &pcfg),
 		Modality: modalityOf(c.ck, d.Embodiment, &pcfg),
@@ -293,7 +293,7 @@ func (c *Catalog) Close(ctx context.Context) error {
 // checkpoint (<golden_dir>/<checkpoint sha256>/<tag>, `gr00tgw golden`);
 // then the plugin's own demo/, whose golden is never used (a golden belongs
 // to a checkpoint). nil when none exists.
-func (c *Catalog) demo(tag, pluginDir string) (*gateway.Demo, error) {
+func (c *Catalog) demo(tag, pluginDir string) (*service.Demo, error) {
 	var dirs []string
 	if c.demoDir != "" {
 		dirs = append(dirs, filepath.Join(c.demoDir, tag))
@@ -310,14 +310,14 @@ func (c *Catalog) demo(tag, pluginDir string) (*gateway.Demo, error) {
 	}
 	for _, d := range dirs {
 		if _, err := os.Stat(filepath.Join(d, "request.json")); err == nil {
-			return gateway.LoadDemo(d)
+			return service.LoadDemo(d)
 		}
 	}
 	d := filepath.Join(pluginDir, "demo")
 	if _, err := os.Stat(filepath.Join(d, "request.json")); err != nil {
 		return nil, nil
 	}
-	demo, err := gateway.LoadDemo(d)
+	demo, err := service.LoadDemo(d)
 	if err != nil {
 		return nil, err
 	}
@@ -490,8 +490,8 @@ func checkLayout(pc *processor.Config, d *plugins.Description, f device.Facts) e
 }
 
 // layoutOf describes the embodiment's served layout for /info.
-func layoutOf(d *plugins.Description, pc *processor.Config) gateway.Layout {
-	l := gateway.Layout{
+func layoutOf(d *plugins.Description, pc *processor.Config) service.Layout {
+	l := service.Layout{
 		Name: d.Layout.Name, Cameras: len(pc.Cameras), FramesPerCamera: pc.FramesPerCamera(),
 		FrameOrder: d.Layout.FrameOrder, TokensPerImage: d.Layout.TokensPerImage, MaxTextTokens: pc.MaxTextTokens,
 	}

@@ -6,24 +6,24 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/gr00tgw/gr00tgw/gateway"
 	"github.com/gr00tgw/gr00tgw/plugins"
+	"github.com/gr00tgw/gr00tgw/service"
 )
 
-// pluginEmbodiment adapts one loaded plugin to gateway.Embodiment. It never
+// pluginEmbodiment adapts one loaded plugin to service.Embodiment. It never
 // changes plugin: a reload binds a new pluginEmbodiment, and the gateway
 // retires the old one after its requests finish, so one request's pre and
 // post always run on one plugin version. Safe for concurrent use.
 type pluginEmbodiment struct {
 	p    *plugins.Plugin
-	info gateway.EmbodimentInfo
+	info service.EmbodimentInfo
 }
 
-var _ gateway.Embodiment = (*pluginEmbodiment)(nil)
+var _ service.Embodiment = (*pluginEmbodiment)(nil)
 
 func newPluginEmbodiment(p *plugins.Plugin) *pluginEmbodiment {
 	d := p.Describe()
-	info := gateway.EmbodimentInfo{
+	info := service.EmbodimentInfo{
 		Name: d.Embodiment, ID: d.ProjectorSlot, Plugin: d.Name, PluginVersion: d.Version,
 		ActionHorizon: d.ActionHorizon, InstructionChars: [2]int{d.Language.MinChars, d.Language.MaxChars},
 	}
@@ -34,16 +34,16 @@ func newPluginEmbodiment(p *plugins.Plugin) *pluginEmbodiment {
 		}
 	}
 	for _, s := range d.State {
-		info.StateGroups = append(info.StateGroups, gateway.Group{Key: s.Key, Dim: s.Dim})
+		info.StateGroups = append(info.StateGroups, service.Group{Key: s.Key, Dim: s.Dim})
 	}
 	for _, a := range d.Actions {
-		info.ActionGroups = append(info.ActionGroups, gateway.Group{Key: a.Key, Dim: a.Dim})
+		info.ActionGroups = append(info.ActionGroups, service.Group{Key: a.Key, Dim: a.Dim})
 	}
 	return &pluginEmbodiment{p: p, info: info}
 }
 
-// Describe reports the plugin's gw_describe as gateway.EmbodimentInfo.
-func (e *pluginEmbodiment) Describe() gateway.EmbodimentInfo { return e.info }
+// Describe reports the plugin's gw_describe as service.EmbodimentInfo.
+func (e *pluginEmbodiment) Describe() service.EmbodimentInfo { return e.info }
 
 // stateGroups orders st by the plugin's state groups.
 func (e *pluginEmbodiment) stateGroups(st map[string][]float64) []plugins.StateGroup {
@@ -55,7 +55,7 @@ func (e *pluginEmbodiment) stateGroups(st map[string][]float64) []plugins.StateG
 }
 
 // Pre runs the plugin's pre stage.
-func (e *pluginEmbodiment) Pre(ctx context.Context, in *gateway.PreInput) ([]float32, error) {
+func (e *pluginEmbodiment) Pre(ctx context.Context, in *service.PreInput) ([]float32, error) {
 	cams := make([]plugins.Camera, len(in.Cameras))
 	for i, c := range in.Cameras {
 		cams[i] = plugins.Camera{Key: c.Key, Frames: c.Frames, Height: c.Height, Width: c.Width}
@@ -71,7 +71,7 @@ func (e *pluginEmbodiment) Pre(ctx context.Context, in *gateway.PreInput) ([]flo
 }
 
 // Post runs the plugin's post stage.
-func (e *pluginEmbodiment) Post(ctx context.Context, in *gateway.PostInput) (map[string][]float32, error) {
+func (e *pluginEmbodiment) Post(ctx context.Context, in *service.PostInput) (map[string][]float32, error) {
 	out, err := e.p.Post(ctx, &plugins.PostInput{
 		RequestID: in.RequestID, Embodiment: e.info.Name, StateDType: in.StateDtype,
 		ActionPred: in.ActionPred, Horizon: in.Horizon, Dim: in.Dim, State: e.stateGroups(in.State),
@@ -96,20 +96,20 @@ func pluginErr(err error) error {
 		if field == "" {
 			field = "state"
 		}
-		return &gateway.HandlerError{Status: http.StatusBadRequest, Code: ge.Code, Field: field, Err: errors.New(ge.Message)}
+		return &service.HandlerError{Status: http.StatusBadRequest, Code: ge.Code, Field: field, Err: errors.New(ge.Message)}
 	}
 	switch {
 	case errors.Is(err, plugins.ErrPoolExhausted):
-		return &gateway.HandlerError{Status: http.StatusServiceUnavailable, Code: gateway.CodeQueueFull, RetryAfter: 1, Err: err}
+		return &service.HandlerError{Status: http.StatusServiceUnavailable, Code: service.CodeQueueFull, RetryAfter: 1, Err: err}
 	case errors.Is(err, plugins.ErrTimeout):
-		return &gateway.HandlerError{Status: http.StatusGatewayTimeout, Code: gateway.CodeTimeout, Err: err}
+		return &service.HandlerError{Status: http.StatusGatewayTimeout, Code: service.CodeTimeout, Err: err}
 	}
 	return err
 }
 
 // OpenEmbodiment loads the plugin in dir that serves tag, outside a
 // server (offline tools such as `gr00tgw run`). The caller calls close.
-func OpenEmbodiment(ctx context.Context, dir, tag string, opts ...plugins.Option) (_ gateway.Embodiment, close func(context.Context) error, err error) {
+func OpenEmbodiment(ctx context.Context, dir, tag string, opts ...plugins.Option) (_ service.Embodiment, close func(context.Context) error, err error) {
 	reg, err := plugins.NewRegistry(dir, opts...)
 	if err != nil {
 		return nil, nil, err

@@ -24,8 +24,9 @@ import (
 	"github.com/gr00tgw/gr00tgw/core/image"
 	"github.com/gr00tgw/gr00tgw/core/processor"
 	"github.com/gr00tgw/gr00tgw/core/text"
-	"github.com/gr00tgw/gr00tgw/gateway"
+	httpfront "github.com/gr00tgw/gr00tgw/frontend/http"
 	"github.com/gr00tgw/gr00tgw/plugins"
+	"github.com/gr00tgw/gr00tgw/service"
 )
 
 // pluginErr is where plugin host errors get their HTTP status (the one
@@ -46,7 +47,7 @@ func TestPluginErr(t *testing.T) {
 		{trap, http.StatusInternalServerError, ""},
 		{plugins.ErrClosed, http.StatusInternalServerError, ""},
 	} {
-		var he *gateway.HandlerError
+		var he *service.HandlerError
 		got := http.StatusInternalServerError
 		field := ""
 		if errors.As(pluginErr(tt.err), &he) {
@@ -74,7 +75,7 @@ func droidEncoder(t *testing.T, l Limits) *Encoder {
 }
 
 // caseAFrames are case A's four PNG frames in camera order.
-func caseAFrames(t *testing.T) []gateway.CameraFrames {
+func caseAFrames(t *testing.T) []service.CameraFrames {
 	t.Helper()
 	dir := filepath.Join(repoRoot(t), "testdata", "n17-tiny", "caseA")
 	read := func(name string) []byte {
@@ -82,7 +83,7 @@ func caseAFrames(t *testing.T) []gateway.CameraFrames {
 		require.NoError(t, err)
 		return b
 	}
-	return []gateway.CameraFrames{
+	return []service.CameraFrames{
 		{Key: "exterior_image_1_left", Frames: [][]byte{read("frame_0_exterior_image_1_left_t-15.png"), read("frame_2_exterior_image_1_left_t0.png")}},
 		{Key: "wrist_image_left", Frames: [][]byte{read("frame_1_wrist_image_left_t-15.png"), read("frame_3_wrist_image_left_t0.png")}},
 	}
@@ -113,7 +114,7 @@ func TestEncoderLimits(t *testing.T) {
 			enc.Release()
 			continue
 		}
-		var fe gateway.FieldError
+		var fe service.FieldError
 		require.ErrorAs(t, err, &fe, tc.name)
 		assert.Equal(t, "images", fe.Field(), tc.name)
 	}
@@ -178,22 +179,24 @@ func TestRawFramesMatchPNG(t *testing.T) {
 	paths := Resolve(cfg, root)
 	paths.Plugins = pluginsDir(t, root)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv, err := gateway.New(gateway.Options{Config: cfg, Logger: log})
+	core, err := service.New(service.Options{Config: cfg, Logger: log})
 	require.NoError(t, err)
-	require.NoError(t, srv.Start(context.Background(), func(ctx context.Context) (*gateway.Deps, error) {
+	srv, err := httpfront.New(core, httpfront.Options{})
+	require.NoError(t, err)
+	require.NoError(t, core.Start(context.Background(), func(ctx context.Context) (*service.Deps, error) {
 		return Open(ctx, cfg, paths, log, nil)
 	}))
-	defer srv.Shutdown(context.Background())
+	defer core.Shutdown(context.Background(), srv.Shutdown)
 	raw, err := os.ReadFile(filepath.Join(root, "testdata", "n17-tiny", "caseA", "request.json"))
 	require.NoError(t, err)
-	post := func(body []byte, ct string) (int, gateway.PredictResponse, string) {
+	post := func(body []byte, ct string) (int, service.PredictResponse, string) {
 		req, _ := http.NewRequest("POST", "/predict", bytes.NewReader(body))
 		req.Header.Set("Content-Type", ct)
 		req.Header.Set("Accept", "application/json")
 		resp, err := srv.App().Test(req, -1)
 		require.NoError(t, err)
 		b, _ := io.ReadAll(resp.Body)
-		var pr gateway.PredictResponse
+		var pr service.PredictResponse
 		_ = json.Unmarshal(b, &pr)
 		return resp.StatusCode, pr, string(b)
 	}
@@ -202,7 +205,7 @@ func TestRawFramesMatchPNG(t *testing.T) {
 
 	var m map[string]any
 	require.NoError(t, json.Unmarshal(raw, &m))
-	frames := map[string][]gateway.RawFrame{}
+	frames := map[string][]service.RawFrame{}
 	for cam, list := range m["images"].(map[string]any) {
 		var out []any
 		for _, f := range list.([]any) {
@@ -210,7 +213,7 @@ func TestRawFramesMatchPNG(t *testing.T) {
 			require.NoError(t, err)
 			pix, h, w := rgbOf(t, b)
 			out = append(out, map[string]any{"data": pix, "shape": []int{h, w, 3}, "dtype": "uint8"})
-			frames[cam] = append(frames[cam], gateway.RawFrame{Pix: pix, Height: h, Width: w})
+			frames[cam] = append(frames[cam], service.RawFrame{Pix: pix, Height: h, Width: w})
 		}
 		m["images"].(map[string]any)[cam] = out
 	}
@@ -221,11 +224,11 @@ func TestRawFramesMatchPNG(t *testing.T) {
 	assert.Equal(t, png.Actions, viaMsgpack.Actions, "raw frames over msgpack")
 
 	// Server.Predict with RawFrames, as a robot-protocol front end calls it.
-	req := &gateway.Request{Images: map[string][]gateway.Frame{}, State: map[string][]float64{}, StateDtype: "float32",
+	req := &service.Request{Images: map[string][]service.Frame{}, State: map[string][]float64{}, StateDtype: "float32",
 		Instruction: m["instruction"].(string), InstructionField: "instruction"}
 	for cam, fs := range frames {
 		for i := range fs {
-			req.Images[cam] = append(req.Images[cam], gateway.Frame{Raw: &fs[i]})
+			req.Images[cam] = append(req.Images[cam], service.Frame{Raw: &fs[i]})
 		}
 	}
 	for g, v := range m["state"].(map[string]any) {
@@ -239,22 +242,22 @@ func TestRawFramesMatchPNG(t *testing.T) {
 		}
 	}
 	req.NoiseShape = []int{40, 132}
-	resp, err := srv.Predict(context.Background(), req, gateway.PredictOptions{Protocol: "test"})
+	resp, err := core.Predict(context.Background(), req, service.PredictOptions{Protocol: "test"})
 	require.NoError(t, err)
 	assert.Equal(t, png.Actions, resp.Actions, "raw frames through Server.Predict")
 
 	// A raw frame with a wrong-sized buffer or outside the aspect band.
 	bad := frames["wrist_image_left"][0]
 	bad.Pix = bad.Pix[:len(bad.Pix)-3]
-	req.Images["wrist_image_left"][0] = gateway.Frame{Raw: &bad}
-	_, err = srv.Predict(context.Background(), req, gateway.PredictOptions{Protocol: "test"})
-	var he *gateway.HandlerError
+	req.Images["wrist_image_left"][0] = service.Frame{Raw: &bad}
+	_, err = core.Predict(context.Background(), req, service.PredictOptions{Protocol: "test"})
+	var he *service.HandlerError
 	require.ErrorAs(t, err, &he)
 	assert.Equal(t, 400, he.Status)
 	assert.Equal(t, "images.wrist_image_left[0]", he.Field)
-	square := gateway.RawFrame{Pix: make([]byte, 256*256*3), Height: 256, Width: 256}
-	req.Images["wrist_image_left"][0] = gateway.Frame{Raw: &square}
-	_, err = srv.Predict(context.Background(), req, gateway.PredictOptions{Protocol: "test"})
+	square := service.RawFrame{Pix: make([]byte, 256*256*3), Height: 256, Width: 256}
+	req.Images["wrist_image_left"][0] = service.Frame{Raw: &square}
+	_, err = core.Predict(context.Background(), req, service.PredictOptions{Protocol: "test"})
 	require.ErrorAs(t, err, &he)
 	assert.Equal(t, "images.wrist_image_left[0]", he.Field)
 	assert.Contains(t, he.Err.Error(), "patch grid")
@@ -268,7 +271,7 @@ func TestEncoderFrameSides(t *testing.T) {
 	assert.Equal(t, image.Limits{MinSide: 64, MaxSide: 4096}, Limits{FrameSide: image.Limits{MinSide: 1, MaxSide: 1 << 20}}.sides())
 	e := droidEncoder(t, Limits{FrameSide: image.Limits{MinSide: 200, MaxSide: 4096}})
 	_, err := e.Decode(context.Background(), caseAFrames(t))
-	var fe gateway.FieldError
+	var fe service.FieldError
 	require.ErrorAs(t, err, &fe)
 	assert.Equal(t, "images.exterior_image_1_left[0]", fe.Field())
 	assert.Contains(t, err.Error(), "[200, 4096]")

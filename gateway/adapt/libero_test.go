@@ -19,9 +19,10 @@ import (
 	"github.com/gr00tgw/gr00tgw/core/image"
 	"github.com/gr00tgw/gr00tgw/core/processor"
 	"github.com/gr00tgw/gr00tgw/device"
-	"github.com/gr00tgw/gr00tgw/gateway"
+	httpfront "github.com/gr00tgw/gr00tgw/frontend/http"
 	"github.com/gr00tgw/gr00tgw/plugins"
 	"github.com/gr00tgw/gr00tgw/plugins/abi"
+	"github.com/gr00tgw/gr00tgw/service"
 )
 
 const liberoTag = "libero_sim"
@@ -65,15 +66,17 @@ func TestServeLibero(t *testing.T) {
 	demoDir := filepath.Join(paths.Weights, "demo", liberoTag)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 
-	srv, err := gateway.New(gateway.Options{Config: cfg, Logger: log})
+	core, err := service.New(service.Options{Config: cfg, Logger: log})
 	require.NoError(t, err)
-	var deps *gateway.Deps
-	require.NoError(t, srv.Start(context.Background(), func(ctx context.Context) (*gateway.Deps, error) {
+	srv, err := httpfront.New(core, httpfront.Options{})
+	require.NoError(t, err)
+	var deps *service.Deps
+	require.NoError(t, core.Start(context.Background(), func(ctx context.Context) (*service.Deps, error) {
 		d, err := Open(ctx, cfg, paths, log, nil)
 		deps = d
 		return d, err
 	}))
-	defer srv.Shutdown(context.Background())
+	defer core.Shutdown(context.Background(), srv.Shutdown)
 
 	raw, err := os.ReadFile(filepath.Join(demoDir, "request.json"))
 	require.NoError(t, err)
@@ -87,7 +90,7 @@ func TestServeLibero(t *testing.T) {
 	}
 	st, b := post(raw)
 	require.Equal(t, 200, st, string(b))
-	var got gateway.PredictResponse
+	var got service.PredictResponse
 	require.NoError(t, json.Unmarshal(b, &got))
 
 	keys := []string{"x", "y", "z", "roll", "pitch", "yaw", "gripper"}
@@ -106,7 +109,7 @@ func TestServeLibero(t *testing.T) {
 		}
 	}
 	for _, cam := range []string{"image", "wrist_image"} {
-		assert.Equal(t, gateway.ImageReport{Frames: 1, ReceivedHW: [2]int{256, 256}, VitGridTHW: [3]int{1, 16, 16}}, got.Images[cam], cam)
+		assert.Equal(t, service.ImageReport{Frames: 1, ReceivedHW: [2]int{256, 256}, VitGridTHW: [3]int{1, 16, 16}}, got.Images[cam], cam)
 	}
 	// 2 images × 64 merged tokens; far inside the CPU layout's 512.
 	assert.Less(t, got.SeqLen, 200)
@@ -150,7 +153,7 @@ func TestServeLibero(t *testing.T) {
 	require.NoError(t, err)
 	st, b2 := post(body)
 	require.Equal(t, 200, st)
-	var again gateway.PredictResponse
+	var again service.PredictResponse
 	require.NoError(t, json.Unmarshal(b2, &again))
 	assert.Equal(t, got.Actions, again.Actions)
 	require.Len(t, again.ActionPredValidHD, 16)
@@ -228,7 +231,7 @@ func TestServeLibero(t *testing.T) {
 			noise[i][j] = math.Sin(float64(i*132+j) * 0.61)
 		}
 	}
-	var noisy []gateway.PredictResponse
+	var noisy []service.PredictResponse
 	for _, n := range []any{noise, [][][]float64{noise}} {
 		var m map[string]any
 		require.NoError(t, json.Unmarshal(raw, &m))
@@ -239,7 +242,7 @@ func TestServeLibero(t *testing.T) {
 		require.NoError(t, err)
 		st, b := post(body)
 		require.Equal(t, 200, st, string(b))
-		var pr gateway.PredictResponse
+		var pr service.PredictResponse
 		require.NoError(t, json.Unmarshal(b, &pr))
 		assert.Equal(t, "client", pr.NoiseSource)
 		assert.Equal(t, 16, pr.ActionHorizon)
@@ -442,13 +445,15 @@ func TestOpenLiberoOnDROIDCheckpoint(t *testing.T) {
 	cfg = config.Default()
 	cfg.Threads = 2
 	cfg.WeightsDir = dir
-	srv, err := gateway.New(gateway.Options{Config: cfg, Logger: log})
+	core, err := service.New(service.Options{Config: cfg, Logger: log})
 	require.NoError(t, err)
-	require.NoError(t, srv.Start(context.Background(), func(ctx context.Context) (*gateway.Deps, error) {
+	srv, err := httpfront.New(core, httpfront.Options{})
+	require.NoError(t, err)
+	require.NoError(t, core.Start(context.Background(), func(ctx context.Context) (*service.Deps, error) {
 		return Open(ctx, cfg, paths, log, nil)
 	}))
-	defer srv.Shutdown(context.Background())
-	require.True(t, srv.WaitBound(context.Background()))
+	defer core.Shutdown(context.Background(), srv.Shutdown)
+	require.True(t, core.WaitBound(context.Background()))
 	req, _ := http.NewRequest("GET", "/info", nil)
 	resp, err := srv.App().Test(req, -1)
 	require.NoError(t, err)
@@ -517,13 +522,15 @@ func TestServeWithPluginDemos(t *testing.T) {
 	}
 	paths.Plugins = pd
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv, err := gateway.New(gateway.Options{Config: cfg, Logger: log})
+	core, err := service.New(service.Options{Config: cfg, Logger: log})
 	require.NoError(t, err)
-	require.NoError(t, srv.Start(context.Background(), func(ctx context.Context) (*gateway.Deps, error) {
+	srv, err := httpfront.New(core, httpfront.Options{})
+	require.NoError(t, err)
+	require.NoError(t, core.Start(context.Background(), func(ctx context.Context) (*service.Deps, error) {
 		return Open(ctx, cfg, paths, log, nil)
 	}))
-	defer srv.Shutdown(context.Background())
-	require.True(t, srv.WaitBound(context.Background()))
+	defer core.Shutdown(context.Background(), srv.Shutdown)
+	require.True(t, core.WaitBound(context.Background()))
 	req, _ := http.NewRequest("GET", "/info", nil)
 	resp, err := srv.App().Test(req, -1)
 	require.NoError(t, err)

@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/gr00tgw/gr00tgw/core/processor"
-	"github.com/gr00tgw/gr00tgw/gateway"
+	"github.com/gr00tgw/gr00tgw/service"
 )
 
 // modalityOf is tag's modality config as upstream serves it
@@ -14,16 +14,16 @@ import (
 // nulls), or, for a checkpoint without the file (the DROID release
 // configuration), built from pc. checkServed has already checked the file
 // against the plugin.
-func modalityOf(ck *Checkpoint, tag string, pc *processor.Config) map[string]gateway.ModalityConfig {
+func modalityOf(ck *Checkpoint, tag string, pc *processor.Config) map[string]service.ModalityConfig {
 	if ck.Processor != nil {
 		var f struct {
 			Kwargs struct {
-				ModalityConfigs map[string]map[string]*gateway.ModalityConfig `json:"modality_configs"`
+				ModalityConfigs map[string]map[string]*service.ModalityConfig `json:"modality_configs"`
 			} `json:"processor_kwargs"`
 		}
 		if err := json.Unmarshal(ck.Processor, &f); err == nil {
 			if mc, ok := f.Kwargs.ModalityConfigs[tag]; ok {
-				out := make(map[string]gateway.ModalityConfig, len(mc))
+				out := make(map[string]service.ModalityConfig, len(mc))
 				for k, v := range mc {
 					if v != nil {
 						out[k] = *v
@@ -41,14 +41,14 @@ func modalityOf(ck *Checkpoint, tag string, pc *processor.Config) map[string]gat
 // modalityFromConfig rebuilds the modality config from a processor
 // configuration (lossless for the release layouts: action delta indices
 // 0..horizon-1, language delta [0]).
-func modalityFromConfig(pc *processor.Config) map[string]gateway.ModalityConfig {
+func modalityFromConfig(pc *processor.Config) map[string]service.ModalityConfig {
 	horizon := make([]int, pc.ActionHorizon)
 	for i := range horizon {
 		horizon[i] = i
 	}
-	acs := make([]gateway.ActionConfig, len(pc.ActionConfigs))
+	acs := make([]service.ActionConfig, len(pc.ActionConfigs))
 	for i, a := range pc.ActionConfigs {
-		acs[i] = gateway.ActionConfig{Rep: strings.ToUpper(a.Rep), Type: strings.ToUpper(a.Type), Format: strings.ToUpper(a.Format)}
+		acs[i] = service.ActionConfig{Rep: strings.ToUpper(a.Rep), Type: strings.ToUpper(a.Type), Format: strings.ToUpper(a.Format)}
 		if a.StateKey != "" {
 			k := a.StateKey
 			acs[i].StateKey = &k
@@ -59,9 +59,9 @@ func modalityFromConfig(pc *processor.Config) map[string]gateway.ModalityConfig 
 	}
 	lang := pc.LanguageKeys
 	if len(lang) == 0 {
-		lang = []string{gateway.DefaultLanguageKey}
+		lang = []string{service.DefaultLanguageKey}
 	}
-	return map[string]gateway.ModalityConfig{
+	return map[string]service.ModalityConfig{
 		"video": {DeltaIndices: append([]int(nil), pc.VideoDeltaIndices...), ModalityKeys: append([]string(nil), pc.Cameras...)},
 		"state": {DeltaIndices: append([]int(nil), pc.StateDeltaIndices...), ModalityKeys: append([]string(nil), pc.StateKeys...),
 			SinCosEmbeddingKeys: pc.SinCosStateKeys, MeanStdEmbeddingKeys: pc.MeanStdStateKeys},

@@ -13,7 +13,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/gr00tgw/gr00tgw/gateway/oip"
+	"github.com/gr00tgw/gr00tgw/frontend/oip"
 	"github.com/gr00tgw/gr00tgw/gateway/oip/oipclient"
 	"github.com/gr00tgw/gr00tgw/gateway/openpi/openpiclient"
 	"github.com/gr00tgw/gr00tgw/gateway/rawobs"

@@ -13,7 +13,7 @@ import (
 	"sort"
 	"strconv"
 
-	"github.com/gr00tgw/gr00tgw/gateway/oip"
+	"github.com/gr00tgw/gr00tgw/frontend/oip"
 	"github.com/gr00tgw/gr00tgw/gateway/rawobs"
 )
 
