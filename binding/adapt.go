@@ -1,11 +1,11 @@
-// Package adapt binds the gateway's consumer interfaces to gr00tgw's
+// Package binding binds the service's consumer interfaces to gr00tgw's
 // implementations: service.Encoder to core/processor (+ core/image frame
-// decoding), service.Embodiment and service.Reloader to the plugin host
-// (the one plugin serving the configured embodiment), and Open wires
-// everything, including the device backend and the
-// demo, into a service.LoadFunc. The gateway package itself depends on none
-// of them (its tests use fakes); this package is where they meet.
-package adapt
+// decoding), service.Embodiment to the plugin host, and the checkpoint, the
+// plugins and the device into a service.Catalog of bindings; Open wires
+// everything, including the device backend and the demo, into a
+// service.LoadFunc. The service itself depends on none of them (its tests
+// use fakes); this package is where they meet. (Formerly gateway/adapt.)
+package binding
 
 import (
 	"context"
@@ -479,7 +479,7 @@ func NewObserver(mp metric.MeterProvider) (plugins.Observer, error) {
 	if mp == nil {
 		mp = otel.GetMeterProvider()
 	}
-	m := mp.Meter("github.com/gr00tgw/gr00tgw/gateway/adapt")
+	m := mp.Meter("github.com/gr00tgw/gr00tgw/gateway/adapt") // the scope name predates the package's move
 	var o observer
 	var err error
 	if o.calls, err = m.Int64Counter("gateway.plugin.host.calls",

@@ -1,4 +1,4 @@
-package adapt
+package binding
 
 import (
 	"bytes"
@@ -26,10 +26,10 @@ import (
 	"github.com/gr00tgw/gr00tgw/service"
 )
 
-// repoRoot is the module root (two levels up).
+// repoRoot is the module root (one level up).
 func repoRoot(t *testing.T) string {
 	t.Helper()
-	r, err := filepath.Abs("../..")
+	r, err := filepath.Abs("..")
 	require.NoError(t, err)
 	return r
 }

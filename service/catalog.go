@@ -80,7 +80,7 @@ type Candidate struct {
 	Err error
 }
 
-// Catalog is where the served embodiments come from: gateway/adapt
+// Catalog is where the served embodiments come from: binding
 // implements it over plugins_dir and the checkpoint. Scan and Open are
 // called from one goroutine at a time (start-up, then each reload, in
 // turn), but concurrently with requests on bindings opened earlier.

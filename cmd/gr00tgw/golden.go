@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/gr00tgw/gr00tgw/assets"
+	"github.com/gr00tgw/gr00tgw/binding"
 	httpfront "github.com/gr00tgw/gr00tgw/frontend/http"
-	"github.com/gr00tgw/gr00tgw/gateway/adapt"
 	"github.com/gr00tgw/gr00tgw/service"
 )
 
@@ -61,7 +61,7 @@ func runGolden(ctx context.Context, args []string) error {
 	}
 	cfg := loaded.Config
 	cfg.Backend, cfg.Policy, cfg.WarmupRuns = "cpu", "fp32", 0
-	out := adapt.GoldenDir(cfg)
+	out := binding.GoldenDir(cfg)
 	if out == "" {
 		return fmt.Errorf("%w: golden_dir is %q: nowhere to write goldens", errUsage, cfg.GoldenDir)
 	}
@@ -83,7 +83,7 @@ func runGolden(ctx context.Context, args []string) error {
 	}
 	var deps *service.Deps
 	if err := core.Start(ctx, func(ctx context.Context) (*service.Deps, error) {
-		d, err := adapt.Open(ctx, cfg, adapt.Resolve(cfg, root), log, nil)
+		d, err := binding.Open(ctx, cfg, binding.Resolve(cfg, root), log, nil)
 		deps = d
 		return d, err
 	}); err != nil {

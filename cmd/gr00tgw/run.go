@@ -16,13 +16,13 @@ import (
 	"time"
 
 	"github.com/gr00tgw/gr00tgw/assets"
+	"github.com/gr00tgw/gr00tgw/binding"
 	"github.com/gr00tgw/gr00tgw/core/image"
 	"github.com/gr00tgw/gr00tgw/core/model"
 	"github.com/gr00tgw/gr00tgw/core/npy"
 	"github.com/gr00tgw/gr00tgw/core/processor"
 	"github.com/gr00tgw/gr00tgw/device"
 	"github.com/gr00tgw/gr00tgw/device/cpu"
-	"github.com/gr00tgw/gr00tgw/gateway/adapt"
 	"github.com/gr00tgw/gr00tgw/internal/inputsdir"
 	"github.com/gr00tgw/gr00tgw/plugins"
 	"github.com/gr00tgw/gr00tgw/service"
@@ -576,7 +576,7 @@ func openRunPlugin(ctx context.Context, f runFlags, tag string) (service.Embodim
 	if err != nil {
 		return nil, nil, err
 	}
-	emb, closeEmb, err := adapt.OpenEmbodiment(ctx, dir, tag, plugins.WithCheckpoint(ck), plugins.WithCacheDir(""))
+	emb, closeEmb, err := binding.OpenEmbodiment(ctx, dir, tag, plugins.WithCheckpoint(ck), plugins.WithCacheDir(""))
 	if err != nil {
 		return nil, nil, fmt.Errorf("plugins-dir: %w", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/gr00tgw/gr00tgw/assets"
+	"github.com/gr00tgw/gr00tgw/binding"
 	"github.com/gr00tgw/gr00tgw/config"
 	"github.com/gr00tgw/gr00tgw/device"
 	"github.com/gr00tgw/gr00tgw/device/cpu" // registers backend "cpu"
@@ -24,7 +25,6 @@ import (
 	"github.com/gr00tgw/gr00tgw/device/torchrunner"
 	httpfront "github.com/gr00tgw/gr00tgw/frontend/http"
 	"github.com/gr00tgw/gr00tgw/frontend/oip"
-	"github.com/gr00tgw/gr00tgw/gateway/adapt"
 	"github.com/gr00tgw/gr00tgw/service"
 )
 
@@ -192,7 +192,7 @@ func runServe(ctx context.Context, args []string) error {
 	}
 }
 
-// openServing builds the serving dependencies from cfg (gateway/adapt):
+// openServing builds the serving dependencies from cfg (package binding):
 // the embodiment plugins, tokenizer + processor, the backend and the demo.
 // Directories left empty default to the embedded assets of the checkout or
 // image (package assets): the n17-tiny checkpoint, the vendored tokenizer,
@@ -202,7 +202,7 @@ var openServing = func(ctx context.Context, cfg config.Config, log *slog.Logger,
 	if err != nil && (cfg.WeightsDir == "" || cfg.TokenizerDir == "" || cfg.PluginsDir == "") {
 		return nil, err
 	}
-	return adapt.OpenWith(ctx, cfg, adapt.Resolve(cfg, root), log, mp, backendOpener(cfg, log))
+	return binding.OpenWith(ctx, cfg, binding.Resolve(cfg, root), log, mp, backendOpener(cfg, log))
 }
 
 // defaultTokenizer is the embedded default's Qwen3 tokenizer.json (package

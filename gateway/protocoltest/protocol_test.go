@@ -22,11 +22,11 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/gr00tgw/gr00tgw/binding"
 	"github.com/gr00tgw/gr00tgw/config"
 	_ "github.com/gr00tgw/gr00tgw/device/cpu" // registers backend "cpu"
 	httpfront "github.com/gr00tgw/gr00tgw/frontend/http"
 	"github.com/gr00tgw/gr00tgw/frontend/oip"
-	"github.com/gr00tgw/gr00tgw/gateway/adapt"
 	"github.com/gr00tgw/gr00tgw/gateway/internal/pytest"
 	"github.com/gr00tgw/gr00tgw/gateway/openpi"
 	"github.com/gr00tgw/gr00tgw/gateway/openpi/openpiclient"
@@ -105,7 +105,7 @@ func start() (*env, error) {
 	cfg.WarmupRuns = 1
 	cfg.GoldenDir = "-"
 	cfg.QueueDepth = 16
-	paths := adapt.Resolve(cfg, root)
+	paths := binding.Resolve(cfg, root)
 	paths.Plugins = plugins
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	mp, metrics, err := httpfront.NewPrometheus()
@@ -124,7 +124,7 @@ func start() (*env, error) {
 	}
 	oip.Mount(srv)
 	if err := core.Start(context.Background(), func(ctx context.Context) (*service.Deps, error) {
-		return adapt.Open(ctx, cfg, paths, log, mp)
+		return binding.Open(ctx, cfg, paths, log, mp)
 	}); err != nil {
 		return nil, err
 	}

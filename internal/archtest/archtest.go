@@ -37,6 +37,8 @@ var Rules = []Rule{
 	{Prefix: "embodiments", May: []string{"plugins/pdk", "plugins/abi"}, Why: "a plugin knows the PDK only"},
 	{Prefix: "service", May: []string{"core", "plugins", "device", "config", "internal/freelist", "gateway/wire", "wire"},
 		Why: "the service core drives core, plugins and device interfaces; it knows no network protocol"},
+	{Prefix: "binding", May: []string{"core", "plugins", "device", "config", "internal/freelist", "service"},
+		Why: "binds plugins, checkpoint and device into the service's interfaces"},
 	{Prefix: "frontend", May: []string{"service", "config", "gateway/wire", "wire", "gateway/secure"},
 		Why: "a front end translates its protocol to the service; it knows no plugins, devices or model"},
 	{Prefix: "gateway", May: []string{"core", "plugins", "device", "config", "assets", "internal/freelist", "service", "frontend"},
