@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/gr00tgw/gr00tgw/assets"
+	"github.com/gr00tgw/gr00tgw/binding"
 	"github.com/gr00tgw/gr00tgw/config"
-	"github.com/gr00tgw/gr00tgw/gateway/adapt"
 )
 
 func init() {
@@ -62,7 +62,7 @@ func runConfigPrint(_ context.Context, args []string) error {
 func resolvedDefaults(cfg config.Config) map[string]string {
 	r := map[string]string{}
 	if root, err := assets.Root(); err == nil {
-		p := adapt.Resolve(cfg, root)
+		p := binding.Resolve(cfg, root)
 		if cfg.WeightsDir == "" {
 			r["weights_dir"] = p.Weights + " (the embedded tiny checkpoint)"
 		}
@@ -82,7 +82,7 @@ func resolvedDefaults(cfg config.Config) map[string]string {
 		r["demo_dir"] = "<weights_dir>/demo/<tag>, then the plugin's demo/"
 	}
 	if cfg.GoldenDir == "" {
-		r["golden_dir"] = adapt.GoldenDir(cfg)
+		r["golden_dir"] = binding.GoldenDir(cfg)
 	}
 	if cfg.Threads == 0 {
 		r["threads"] = fmt.Sprintf("every core (%d)", runtime.NumCPU())

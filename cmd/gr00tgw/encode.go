@@ -88,8 +88,13 @@ func runEncode(_ context.Context, args []string) error {
 		return fmt.Errorf("request %s: %w", *reqPath, err)
 	}
 
+	if *weights == "" {
+		if *weights, err = defaultWeights(); err != nil {
+			return err
+		}
+	}
 	t0 := time.Now()
-	p, err := processor.Open(*weights, req.Embodiment)
+	p, err := processor.Open(*weights, req.Embodiment, defaultTokenizer())
 	if err != nil {
 		return err
 	}

@@ -15,8 +15,9 @@ import (
 	"time"
 
 	"github.com/gr00tgw/gr00tgw/assets"
-	"github.com/gr00tgw/gr00tgw/gateway"
-	"github.com/gr00tgw/gr00tgw/gateway/adapt"
+	"github.com/gr00tgw/gr00tgw/binding"
+	httpfront "github.com/gr00tgw/gr00tgw/frontend/http"
+	"github.com/gr00tgw/gr00tgw/service"
 )
 
 func init() {
@@ -24,7 +25,7 @@ func init() {
 }
 
 // goldenFile is what `gr00tgw golden` writes as actions.json: the layout
-// of a demo golden (gateway.LoadDemo) plus where it came from.
+// of a demo golden (service.LoadDemo) plus where it came from.
 type goldenFile struct {
 	Golden           string                 `json:"golden"`
 	Actions          map[string][][]float64 `json:"actions"`
@@ -60,7 +61,7 @@ func runGolden(ctx context.Context, args []string) error {
 	}
 	cfg := loaded.Config
 	cfg.Backend, cfg.Policy, cfg.WarmupRuns = "cpu", "fp32", 0
-	out := adapt.GoldenDir(cfg)
+	out := binding.GoldenDir(cfg)
 	if out == "" {
 		return fmt.Errorf("%w: golden_dir is %q: nowhere to write goldens", errUsage, cfg.GoldenDir)
 	}
@@ -72,20 +73,24 @@ func runGolden(ctx context.Context, args []string) error {
 	if rerr != nil && (cfg.WeightsDir == "" || cfg.TokenizerDir == "" || cfg.PluginsDir == "") {
 		return rerr
 	}
-	srv, err := gateway.New(gateway.Options{Config: cfg, Logger: log, Version: versionString()})
+	core, err := service.New(service.Options{Config: cfg, Logger: log, Version: versionString()})
 	if err != nil {
 		return err
 	}
-	var deps *gateway.Deps
-	if err := srv.Start(ctx, func(ctx context.Context) (*gateway.Deps, error) {
-		d, err := adapt.Open(ctx, cfg, adapt.Resolve(cfg, root), log, nil)
+	srv, err := httpfront.New(core, httpfront.Options{})
+	if err != nil {
+		return err
+	}
+	var deps *service.Deps
+	if err := core.Start(ctx, func(ctx context.Context) (*service.Deps, error) {
+		d, err := binding.Open(ctx, cfg, binding.Resolve(cfg, root), log, nil)
 		deps = d
 		return d, err
 	}); err != nil {
 		return err
 	}
-	defer srv.Shutdown(context.Background())
-	srv.WaitBound(ctx)
+	defer core.Shutdown(context.Background(), srv.Shutdown)
+	core.WaitBound(ctx)
 	digest, _ := deps.Backend.Facts().Extra["checkpoint_sha256"].(string)
 	if digest == "" {
 		return fmt.Errorf("the backend reports no checkpoint digest")
@@ -131,7 +136,7 @@ func runGolden(ctx context.Context, args []string) error {
 // checkpoint digest, plugin and version, computed from the demo request
 // srv serves now: computed once, a golden is kept (the predictions are the
 // cost: ~20 s each at real size).
-func goldenCurrent(srv *gateway.Server, tag, plugin, version, digest, dir string) (bool, error) {
+func goldenCurrent(srv *httpfront.Server, tag, plugin, version, digest, dir string) (bool, error) {
 	b, err := os.ReadFile(filepath.Join(dir, "actions.json"))
 	if os.IsNotExist(err) {
 		return false, nil
@@ -157,7 +162,7 @@ func goldenCurrent(srv *gateway.Server, tag, plugin, version, digest, dir string
 }
 
 // writeGolden runs tag's demo twice through srv and writes the golden.
-func writeGolden(srv *gateway.Server, tag, plugin, version, digest, dir string) error {
+func writeGolden(srv *httpfront.Server, tag, plugin, version, digest, dir string) error {
 	var demo struct {
 		Request json.RawMessage `json:"request"`
 	}
@@ -177,7 +182,7 @@ func writeGolden(srv *gateway.Server, tag, plugin, version, digest, dir string) 
 		if resp.StatusCode != http.StatusOK {
 			return fmt.Errorf("demo predict: %d %s", resp.StatusCode, b)
 		}
-		var pr gateway.PredictResponse
+		var pr service.PredictResponse
 		if err := json.Unmarshal(b, &pr); err != nil {
 			return err
 		}
@@ -209,7 +214,7 @@ func writeGolden(srv *gateway.Server, tag, plugin, version, digest, dir string) 
 	return os.WriteFile(filepath.Join(dir, "actions.json"), append(body, '\n'), 0o644)
 }
 
-func getJSON(srv *gateway.Server, path string, v any) error {
+func getJSON(srv *httpfront.Server, path string, v any) error {
 	req, _ := http.NewRequest(http.MethodGet, path, nil)
 	resp, err := srv.App().Test(req, -1)
 	if err != nil {

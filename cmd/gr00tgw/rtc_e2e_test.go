@@ -15,8 +15,8 @@ import (
 	"github.com/gr00tgw/gr00tgw/client/openpiclient"
 	"github.com/gr00tgw/gr00tgw/client/rawobs"
 	"github.com/gr00tgw/gr00tgw/client/zmqclient"
-	"github.com/gr00tgw/gr00tgw/gateway"
 	"github.com/gr00tgw/gr00tgw/gateway/wire"
+	"github.com/gr00tgw/gr00tgw/service"
 )
 
 // TestE2ERTCStateless: real-time chunking over HTTP on the real binary and
@@ -98,7 +98,7 @@ func TestE2ERTCRobotProtocols(t *testing.T) {
 	zc, err := zmqclient.Dial(context.Background(), zaddr, zmqclient.Options{Timeout: 60 * time.Second})
 	require.NoError(t, err)
 	defer zc.Close()
-	obs, err := zmqclient.FromRaw(o, gateway.DefaultLanguageKey)
+	obs, err := zmqclient.FromRaw(o, service.DefaultLanguageKey)
 	require.NoError(t, err)
 	zopts := map[string]any{"seed": int64(11)}
 	ro := rtcOptions()

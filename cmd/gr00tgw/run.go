@@ -16,16 +16,16 @@ import (
 	"time"
 
 	"github.com/gr00tgw/gr00tgw/assets"
+	"github.com/gr00tgw/gr00tgw/binding"
 	"github.com/gr00tgw/gr00tgw/core/image"
 	"github.com/gr00tgw/gr00tgw/core/model"
 	"github.com/gr00tgw/gr00tgw/core/npy"
 	"github.com/gr00tgw/gr00tgw/core/processor"
 	"github.com/gr00tgw/gr00tgw/device"
 	"github.com/gr00tgw/gr00tgw/device/cpu"
-	"github.com/gr00tgw/gr00tgw/gateway"
-	"github.com/gr00tgw/gr00tgw/gateway/adapt"
 	"github.com/gr00tgw/gr00tgw/internal/inputsdir"
 	"github.com/gr00tgw/gr00tgw/plugins"
+	"github.com/gr00tgw/gr00tgw/service"
 )
 
 func init() {
@@ -103,11 +103,11 @@ func runCmd(ctx context.Context, args []string) error {
 // defaultWeights is the module's testdata/n17-tiny (found like the
 // processor's default assets).
 func defaultWeights() (string, error) {
-	a, err := processor.DefaultAssetsDir()
+	d, err := assets.Path(assets.CheckpointDir)
 	if err != nil {
 		return "", fmt.Errorf("%w: no --weights-dir: %w", errUsage, err)
 	}
-	return filepath.Join(a, processor.DefaultCheckpointRel), nil
+	return d, nil
 }
 
 func runOffline(ctx context.Context, f runFlags) error {
@@ -397,7 +397,7 @@ func writeInputs(dir string, in *device.Inputs) error {
 // processor config: frames → pixel_values and grids, instruction →
 // input_ids, mRoPE ids).
 func processRequest(in *device.Inputs, weights, tag string, images map[string][]string, instruction string) error {
-	p, err := processor.Open(weights, tag)
+	p, err := processor.Open(weights, tag, defaultTokenizer())
 	if err != nil {
 		return err
 	}
@@ -486,14 +486,14 @@ func resolveEmbodiment(weights, flag, reqTag string) (tag string, slot int, note
 // pluginState normalises the request's raw state with the embodiment's
 // plugin pre. The plugin also checks the cameras, so it sees the request's
 // frames (their sizes, read from the encoded headers).
-func pluginState(ctx context.Context, emb gateway.Embodiment, tag string, req *runRequest) ([]float32, error) {
+func pluginState(ctx context.Context, emb service.Embodiment, tag string, req *runRequest) ([]float32, error) {
 	inst, err := req.instruction()
 	if err != nil {
 		return nil, err
 	}
-	var cams []gateway.CameraImages
+	var cams []service.CameraImages
 	for _, key := range emb.Describe().Cameras {
-		ci := gateway.CameraImages{Key: key, Frames: len(req.Images[key])}
+		ci := service.CameraImages{Key: key, Frames: len(req.Images[key])}
 		if len(req.Images[key]) > 0 {
 			b, err := base64.StdEncoding.DecodeString(req.Images[key][0])
 			if err != nil {
@@ -505,7 +505,7 @@ func pluginState(ctx context.Context, emb gateway.Embodiment, tag string, req *r
 		}
 		cams = append(cams, ci)
 	}
-	st, err := emb.Pre(ctx, &gateway.PreInput{RequestID: "run", Embodiment: tag, Cameras: cams, State: req.State,
+	st, err := emb.Pre(ctx, &service.PreInput{RequestID: "run", Embodiment: tag, Cameras: cams, State: req.State,
 		StateDtype: "float32", Instruction: inst})
 	if err != nil {
 		return nil, fmt.Errorf("state: %w", err)
@@ -516,7 +516,7 @@ func pluginState(ctx context.Context, emb gateway.Embodiment, tag string, req *r
 // validActionDim is the number of real action dimensions of tag: the sum of
 // the plugin's action group widths, or without a plugin, of the
 // checkpoint's (processor_config.json keys, statistics.json widths).
-func validActionDim(weights, tag string, emb gateway.Embodiment) (int, error) {
+func validActionDim(weights, tag string, emb service.Embodiment) (int, error) {
 	n := 0
 	if emb != nil {
 		for _, g := range emb.Describe().ActionGroups {
@@ -556,7 +556,7 @@ func sortedKeys[V any](m map[string]V) []string {
 // --plugins-dir is "-" or the default directory is missing (plugins not
 // built: `make plugins`); an explicit directory that lacks the plugin is
 // an error.
-func openRunPlugin(ctx context.Context, f runFlags, tag string) (gateway.Embodiment, func(context.Context) error, error) {
+func openRunPlugin(ctx context.Context, f runFlags, tag string) (service.Embodiment, func(context.Context) error, error) {
 	if f.plugins == "-" {
 		return nil, nil, nil
 	}
@@ -576,7 +576,7 @@ func openRunPlugin(ctx context.Context, f runFlags, tag string) (gateway.Embodim
 	if err != nil {
 		return nil, nil, err
 	}
-	emb, closeEmb, err := adapt.OpenEmbodiment(ctx, dir, tag, plugins.WithCheckpoint(ck), plugins.WithCacheDir(""))
+	emb, closeEmb, err := binding.OpenEmbodiment(ctx, dir, tag, plugins.WithCheckpoint(ck), plugins.WithCacheDir(""))
 	if err != nil {
 		return nil, nil, fmt.Errorf("plugins-dir: %w", err)
 	}
@@ -587,11 +587,11 @@ func openRunPlugin(ctx context.Context, f runFlags, tag string) (gateway.Embodim
 // embodiment's plugin (its post stage, exactly as /predict does) and writes
 // actions.json in the /predict response's "actions" shape. It is skipped
 // when the request carries no raw state or there is no plugin.
-func writeActions(f runFlags, emb gateway.Embodiment, tag string, state map[string][]float64, res *device.Result) error {
+func writeActions(f runFlags, emb service.Embodiment, tag string, state map[string][]float64, res *device.Result) error {
 	if len(state) == 0 || emb == nil {
 		return nil
 	}
-	acts, err := emb.Post(context.Background(), &gateway.PostInput{ActionPred: res.ActionPred, Horizon: res.Horizon, Dim: res.ActionDim, State: state, StateDtype: "float32"})
+	acts, err := emb.Post(context.Background(), &service.PostInput{ActionPred: res.ActionPred, Horizon: res.Horizon, Dim: res.ActionDim, State: state, StateDtype: "float32"})
 	if err != nil {
 		return fmt.Errorf("actions: %w", err)
 	}

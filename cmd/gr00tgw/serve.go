@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -16,14 +17,15 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/gr00tgw/gr00tgw/assets"
+	"github.com/gr00tgw/gr00tgw/binding"
 	"github.com/gr00tgw/gr00tgw/config"
 	"github.com/gr00tgw/gr00tgw/device"
 	"github.com/gr00tgw/gr00tgw/device/cpu" // registers backend "cpu"
 	"github.com/gr00tgw/gr00tgw/device/runner"
 	"github.com/gr00tgw/gr00tgw/device/torchrunner"
-	"github.com/gr00tgw/gr00tgw/gateway"
-	"github.com/gr00tgw/gr00tgw/gateway/adapt"
-	"github.com/gr00tgw/gr00tgw/gateway/oip"
+	httpfront "github.com/gr00tgw/gr00tgw/frontend/http"
+	"github.com/gr00tgw/gr00tgw/frontend/oip"
+	"github.com/gr00tgw/gr00tgw/service"
 )
 
 func init() {
@@ -77,7 +79,7 @@ func runServe(ctx context.Context, args []string) error {
 		return err
 	}
 
-	tp, stopTraces, err := gateway.NewTracerProvider(ctx, cfg.OTel, ver, nil)
+	tp, stopTraces, err := service.NewTracerProvider(ctx, cfg.OTel, ver, nil)
 	if err != nil {
 		return err
 	}
@@ -88,16 +90,21 @@ func runServe(ctx context.Context, args []string) error {
 			log.Warn("flushing spans", "err", err)
 		}
 	}()
-	opts := gateway.Options{Config: cfg, Logger: log, TracerProvider: tp, Version: ver, Keys: sec.keys}
+	opts := service.Options{Config: cfg, Logger: log, TracerProvider: tp, Version: ver}
+	hopts := httpfront.Options{TracerProvider: tp, Keys: sec.keys}
 	if cfg.Metrics.Enabled {
-		mp, h, err := gateway.NewPrometheus()
+		mp, h, err := httpfront.NewPrometheus()
 		if err != nil {
 			return err
 		}
 		defer func() { _ = mp.Shutdown(context.Background()) }()
-		opts.MeterProvider, opts.MetricsHandler = mp, h
+		opts.MeterProvider, hopts.MeterProvider, hopts.MetricsHandler = mp, mp, h
 	}
-	srv, err := gateway.New(opts)
+	core, err := service.New(opts)
+	if err != nil {
+		return err
+	}
+	srv, err := httpfront.New(core, hopts)
 	if err != nil {
 		return err
 	}
@@ -111,17 +118,22 @@ func runServe(ctx context.Context, args []string) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	log.Info("listening (health: starting)", "addr", ln.Addr().String())
-	protos, err := startProtocols(cfg, srv, log, ver, sec.keys)
+	protos, err := startProtocols(cfg, core, log, ver, sec.keys)
 	if err != nil {
-		_ = srv.Shutdown(context.Background())
+		_ = core.Shutdown(context.Background(), srv.Shutdown)
 		return err
 	}
+	// stop drains the service with every front end alongside: they stop
+	// accepting and answer their requests in flight while the service
+	// drains (it closes the backend only once every admitted request has
+	// finished).
+	stop := func() error { return core.Shutdown(context.Background(), srv.Shutdown, protos.shutdown) }
 
 	startCtx, cancelStart := context.WithCancel(ctx)
 	defer cancelStart()
 	startErr := make(chan error, 1)
 	go func() {
-		startErr <- srv.Start(startCtx, func(ctx context.Context) (*gateway.Deps, error) {
+		startErr <- core.Start(startCtx, func(ctx context.Context) (*service.Deps, error) {
 			return openServing(ctx, cfg, log, opts.MeterProvider)
 		})
 	}()
@@ -133,19 +145,8 @@ func runServe(ctx context.Context, args []string) error {
 	shutdown := func() error {
 		cancelStart()
 		log.Info("shutting down: draining in-flight requests", "drain_timeout", cfg.DrainTimeout.String())
-		// The robot-protocol endpoints stop accepting and answer their
-		// requests in flight while the gateway drains (it closes the
-		// backend only once every admitted request has finished).
-		pctx, cancelP := context.WithTimeout(context.Background(), cfg.DrainTimeout)
-		defer cancelP()
-		pdone := make(chan error, 1)
-		go func() { pdone <- protos.shutdown(pctx) }()
-		err := srv.Shutdown(context.Background())
-		if err != nil {
+		if err := stop(); err != nil {
 			log.Warn("shutdown", "err", err)
-		}
-		if err := <-pdone; err != nil {
-			log.Warn("shutdown: robot-protocol endpoints", "err", err)
 		}
 		log.Info("Closing device; bye")
 		return nil
@@ -158,8 +159,7 @@ func runServe(ctx context.Context, args []string) error {
 			}
 			if err != nil {
 				log.Error("start-up failed", "err", err)
-				_ = protos.shutdown(context.Background())
-				_ = srv.Shutdown(context.Background())
+				_ = stop()
 				return err
 			}
 			startErr = nil
@@ -169,14 +169,13 @@ func runServe(ctx context.Context, args []string) error {
 			// Server.Reload is tracked by the server (Shutdown waits for
 			// it, and it refuses to start once shutdown began).
 			go func() {
-				if _, err := srv.Reload(ctx); err != nil {
+				if _, err := core.Reload(ctx); err != nil {
 					log.Error("SIGHUP reload", "err", err)
 				}
 			}()
 		case err := <-serveErr:
 			if err != nil {
-				_ = protos.shutdown(context.Background())
-				_ = srv.Shutdown(context.Background())
+				_ = stop()
 				return fmt.Errorf("serve: %w", err)
 			}
 			return nil
@@ -193,17 +192,28 @@ func runServe(ctx context.Context, args []string) error {
 	}
 }
 
-// openServing builds the serving dependencies from cfg (gateway/adapt):
+// openServing builds the serving dependencies from cfg (package binding):
 // the embodiment plugins, tokenizer + processor, the backend and the demo.
 // Directories left empty default to the embedded assets of the checkout or
 // image (package assets): the n17-tiny checkpoint, the vendored tokenizer,
 // build/plugins, and the checkpoint's demo. Tests replace it.
-var openServing = func(ctx context.Context, cfg config.Config, log *slog.Logger, mp metric.MeterProvider) (*gateway.Deps, error) {
+var openServing = func(ctx context.Context, cfg config.Config, log *slog.Logger, mp metric.MeterProvider) (*service.Deps, error) {
 	root, err := assets.Root()
 	if err != nil && (cfg.WeightsDir == "" || cfg.TokenizerDir == "" || cfg.PluginsDir == "") {
 		return nil, err
 	}
-	return adapt.OpenWith(ctx, cfg, adapt.Resolve(cfg, root), log, mp, backendOpener(cfg, log))
+	return binding.OpenWith(ctx, cfg, binding.Resolve(cfg, root), log, mp, backendOpener(cfg, log))
+}
+
+// defaultTokenizer is the embedded default's Qwen3 tokenizer.json (package
+// assets), for a checkpoint without its own; "" when the default is not
+// found (a checkpoint without a tokenizer then fails to open, naming it).
+func defaultTokenizer() string {
+	d, err := assets.Path(assets.TokenizerDir)
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(d, "tokenizer.json")
 }
 
 // backendOpener opens the backend where config device.isolation says:

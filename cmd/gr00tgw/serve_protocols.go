@@ -10,10 +10,10 @@ import (
 	"sync"
 
 	"github.com/gr00tgw/gr00tgw/config"
-	"github.com/gr00tgw/gr00tgw/gateway"
 	"github.com/gr00tgw/gr00tgw/gateway/openpi"
 	"github.com/gr00tgw/gr00tgw/gateway/secure"
 	"github.com/gr00tgw/gr00tgw/gateway/zmq"
+	"github.com/gr00tgw/gr00tgw/service"
 )
 
 // protocolServers are serve's robot-protocol endpoints (config zmq.*,
@@ -33,7 +33,7 @@ type protocolServers struct {
 // one) and serves them; an endpoint whose addr is empty stays off.
 // keys (auth.api_keys_file, nil: off) is required by both, besides their
 // own zmq.api_token and openpi.api_key.
-func startProtocols(cfg config.Config, srv *gateway.Server, log *slog.Logger, version string, keys *secure.Keyring) (*protocolServers, error) {
+func startProtocols(cfg config.Config, srv service.Service, log *slog.Logger, version string, keys *secure.Keyring) (*protocolServers, error) {
 	p := &protocolServers{errs: make(chan error, 2), kill: make(chan struct{})}
 	listen := func(key, addr string) (net.Listener, error) {
 		a, err := config.ListenAddr(addr)

@@ -16,7 +16,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/gr00tgw/gr00tgw/config"
-	"github.com/gr00tgw/gr00tgw/gateway"
+	"github.com/gr00tgw/gr00tgw/service"
 )
 
 func freeAddr(t *testing.T) string {
@@ -39,7 +39,7 @@ func health(addr string) string {
 }
 
 // swapOpenServing replaces the serving pipeline for one test.
-func swapOpenServing(t *testing.T, fn func(ctx context.Context, cfg config.Config, log *slog.Logger, mp metric.MeterProvider) (*gateway.Deps, error)) {
+func swapOpenServing(t *testing.T, fn func(ctx context.Context, cfg config.Config, log *slog.Logger, mp metric.MeterProvider) (*service.Deps, error)) {
 	t.Helper()
 	old := openServing
 	openServing = fn
@@ -49,7 +49,7 @@ func swapOpenServing(t *testing.T, fn func(ctx context.Context, cfg config.Confi
 func TestServeStartFailureExitsWithCause(t *testing.T) {
 	addr := freeAddr(t)
 	release := make(chan struct{})
-	swapOpenServing(t, func(ctx context.Context, cfg config.Config, log *slog.Logger, mp metric.MeterProvider) (*gateway.Deps, error) {
+	swapOpenServing(t, func(ctx context.Context, cfg config.Config, log *slog.Logger, mp metric.MeterProvider) (*service.Deps, error) {
 		<-release
 		return nil, errors.New("tokenizer_dir: open /x/tokenizer.json: no such file")
 	})
@@ -71,7 +71,7 @@ func TestServeStartFailureExitsWithCause(t *testing.T) {
 
 func TestServeSignalWhileStartingIsCleanExit(t *testing.T) {
 	addr := freeAddr(t)
-	swapOpenServing(t, func(ctx context.Context, cfg config.Config, log *slog.Logger, mp metric.MeterProvider) (*gateway.Deps, error) {
+	swapOpenServing(t, func(ctx context.Context, cfg config.Config, log *slog.Logger, mp metric.MeterProvider) (*service.Deps, error) {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	})
@@ -96,7 +96,7 @@ func TestServeUsageAndConfigErrors(t *testing.T) {
 	assert.Contains(t, err.Error(), "key[warmup_pcc_min] (from flag --warmup-pcc-min)")
 	// A configured demo_dir that is missing fails before anything loads
 	// (it used to fall back silently to the plugin's demo).
-	swapOpenServing(t, func(context.Context, config.Config, *slog.Logger, metric.MeterProvider) (*gateway.Deps, error) {
+	swapOpenServing(t, func(context.Context, config.Config, *slog.Logger, metric.MeterProvider) (*service.Deps, error) {
 		t.Error("serve opened the serving pipeline with a missing demo_dir")
 		return nil, errors.New("unreachable")
 	})

@@ -92,11 +92,11 @@ func TestLoadConfigMissingFile(t *testing.T) {
 	require.ErrorIs(t, err, ErrConfig)
 	// Open on a directory without processor_config.json or tokenizer.json
 	// falls back to the defaults.
-	p, err := Open(dir, "")
+	p, err := Open(dir, "", defaultTokenizer(t))
 	require.NoError(t, err)
 	require.Equal(t, DROIDTag, p.Config().Embodiment)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "processor_config.json"), []byte(`{`), 0o644))
-	_, err = Open(dir, "")
+	_, err = Open(dir, "", defaultTokenizer(t))
 	require.ErrorIs(t, err, ErrConfig)
 }
 

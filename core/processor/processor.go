@@ -18,7 +18,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gr00tgw/gr00tgw/assets"
 	"github.com/gr00tgw/gr00tgw/internal/freelist"
 
 	"github.com/gr00tgw/gr00tgw/core/image"
@@ -538,45 +537,15 @@ func cloneRGB(f *image.RGB) *image.RGB {
 	return &image.RGB{W: f.W, H: f.H, Pix: append([]uint8(nil), f.Pix...)}
 }
 
-// Relative locations of the default assets inside DefaultAssetsDir.
-const (
-	DefaultCheckpointRel = "n17-tiny"
-	DefaultTokenizerRel  = "tokenizer/qwen3/tokenizer.json"
-)
-
-// DefaultAssetsDir returns the testdata directory of the embedded default
-// (found by package assets: GR00TGW_HOME, then above the executable, then
-// above the working directory), which holds the default checkpoint
-// (n17-tiny/) and tokenizer (tokenizer/qwen3/).
-func DefaultAssetsDir() (string, error) {
-	r, err := assets.Root()
-	if err != nil {
-		return "", fmt.Errorf("processor: default assets: %w", err)
-	}
-	return filepath.Join(r, "testdata"), nil
-}
-
 // Open builds a Processor for a checkpoint directory: its
 // processor_config.json (DROID defaults when absent) for embodiment ("" =
-// the only or the DROID one), and its tokenizer.json when present, else the
-// default Qwen3 tokenizer under DefaultAssetsDir. weightsDir "" means the
-// default n17-tiny checkpoint under DefaultAssetsDir.
-func Open(weightsDir, embodiment string) (*Processor, error) {
-	assets := ""
-	needAssets := func() (string, error) {
-		if assets != "" {
-			return assets, nil
-		}
-		a, err := DefaultAssetsDir()
-		assets = a
-		return a, err
-	}
+// the only or the DROID one), and its tokenizer.json when present, else
+// the tokenizer.json at defaultTokenizer ("" : none, an error when the
+// checkpoint has none). The caller resolves both paths (cmd/gr00tgw finds
+// the embedded defaults with package assets).
+func Open(weightsDir, embodiment, defaultTokenizer string) (*Processor, error) {
 	if weightsDir == "" {
-		a, err := needAssets()
-		if err != nil {
-			return nil, err
-		}
-		weightsDir = filepath.Join(a, DefaultCheckpointRel)
+		return nil, errors.New("processor: no checkpoint directory")
 	}
 	cfg, err := LoadConfig(filepath.Join(weightsDir, "processor_config.json"), embodiment)
 	if err != nil {
@@ -584,11 +553,10 @@ func Open(weightsDir, embodiment string) (*Processor, error) {
 	}
 	tokPath := filepath.Join(weightsDir, "tokenizer.json")
 	if _, err := os.Stat(tokPath); err != nil {
-		a, aerr := needAssets()
-		if aerr != nil {
-			return nil, aerr
+		if defaultTokenizer == "" {
+			return nil, fmt.Errorf("processor: checkpoint %s has no tokenizer.json and no default tokenizer was given", weightsDir)
 		}
-		tokPath = filepath.Join(a, DefaultTokenizerRel)
+		tokPath = defaultTokenizer
 	}
 	tok, err := text.LoadFile(tokPath)
 	if err != nil {

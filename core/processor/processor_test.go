@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gr00tgw/gr00tgw/assets"
 	"github.com/gr00tgw/gr00tgw/core/image"
 	"github.com/gr00tgw/gr00tgw/core/npy"
 	"github.com/gr00tgw/gr00tgw/core/text"
@@ -31,7 +32,7 @@ var (
 
 func defaultProcessor(tb testing.TB) *Processor {
 	tb.Helper()
-	procOnce.Do(func() { proc, procErr = Open("", "") })
+	procOnce.Do(func() { proc, procErr = Open(defaultCheckpoint(tb), "", defaultTokenizer(tb)) })
 	require.NoError(tb, procErr)
 	return proc
 }
@@ -251,11 +252,20 @@ func TestConcurrentProcess(t *testing.T) {
 	}
 }
 
-func TestDefaultAssetsDir(t *testing.T) {
-	d, err := DefaultAssetsDir()
-	require.NoError(t, err)
-	require.FileExists(t, filepath.Join(d, DefaultTokenizerRel))
-	require.FileExists(t, filepath.Join(d, DefaultCheckpointRel, "processor_config.json"))
+// defaultCheckpoint and defaultTokenizer are the embedded default's
+// n17-tiny checkpoint and Qwen3 tokenizer.json (package assets).
+func defaultCheckpoint(tb testing.TB) string {
+	tb.Helper()
+	p, err := assets.Path(assets.CheckpointDir)
+	require.NoError(tb, err)
+	return p
+}
+
+func defaultTokenizer(tb testing.TB) string {
+	tb.Helper()
+	p, err := assets.Path(assets.TokenizerDir)
+	require.NoError(tb, err)
+	return filepath.Join(p, "tokenizer.json")
 }
 
 // BenchmarkEncodeDROID: decode 4 × 320×180 PNG + eval chain + smart_resize

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gr00tgw/gr00tgw/gateway"
 	"github.com/gr00tgw/gr00tgw/gateway/wire"
+	"github.com/gr00tgw/gr00tgw/service"
 )
 
 // Observation keys.
@@ -25,16 +25,16 @@ const (
 	// KeySeed optionally seeds the noise (default: the model's seed).
 	KeySeed = "seed"
 	// KeyOptions optionally holds real-time chunking under upstream's
-	// names and the previous chunk (gateway.RTCFromWire).
+	// names and the previous chunk (service.RTCFromWire).
 	KeyOptions = "options"
 )
 
 // invalid (400) and schema (422) name the failing field, as /predict does.
-var invalid, schema = gateway.Invalid, gateway.SchemaError
+var invalid, schema = service.Invalid, service.SchemaError
 
 // mapObservation decodes one observation frame into a gateway request for
 // the contract its embodiment key selects.
-func mapObservation(data []byte, g gateway.Service, lim wire.Limits) (*gateway.Request, *gateway.Contract, error) {
+func mapObservation(data []byte, g service.Service, lim wire.Limits) (*service.Request, *service.Contract, error) {
 	v, err := wire.Decode(data, lim)
 	if err != nil {
 		return nil, nil, schema("observation", "observation: not valid msgpack: %v", err)
@@ -47,7 +47,7 @@ func mapObservation(data []byte, g gateway.Service, lim wire.Limits) (*gateway.R
 	if !ok {
 		return nil, nil, schema("observation", "observation: expected a map of observation/<key>, prompt, got %s", wire.TypeName(v))
 	}
-	r := &gateway.Request{Images: map[string][]gateway.Frame{}, State: map[string][]float64{}, InstructionField: KeyPrompt, StateDtype: "float32"}
+	r := &service.Request{Images: map[string][]service.Frame{}, State: map[string][]float64{}, InstructionField: KeyPrompt, StateDtype: "float32"}
 	var prompt any
 	for i, k := range m.Keys {
 		if k.Bin {
@@ -85,7 +85,7 @@ func mapObservation(data []byte, g gateway.Service, lim wire.Limits) (*gateway.R
 			if !ok {
 				return nil, nil, schema(KeyOptions, "options: expected a map, got %s", wire.TypeName(x))
 			}
-			if r.Options, r.RTCPrev, r.RTCPrevRows, err = gateway.RTCFromWire(om, KeyOptions); err != nil {
+			if r.Options, r.RTCPrev, r.RTCPrevRows, err = service.RTCFromWire(om, KeyOptions); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -122,7 +122,7 @@ func mapObservation(data []byte, g gateway.Service, lim wire.Limits) (*gateway.R
 				return nil, nil, err
 			}
 			r.Images[name] = frames
-		case slices.ContainsFunc(groups, func(g gateway.Group) bool { return g.Key == name }):
+		case slices.ContainsFunc(groups, func(g service.Group) bool { return g.Key == name }):
 			dim := 0
 			for _, g := range groups {
 				if g.Key == name {
@@ -158,7 +158,7 @@ func videoShape(t int) string {
 	return fmt.Sprintf("uint8 (%d, H, W, 3)", t)
 }
 
-func videoFrames(field string, x any, t int) ([]gateway.Frame, error) {
+func videoFrames(field string, x any, t int) ([]service.Frame, error) {
 	a, ok := x.(*wire.Array)
 	if !ok {
 		return nil, schema(field, "%s: expected a %s ndarray, got %s", field, videoShape(t), wire.TypeName(x))
@@ -172,9 +172,9 @@ func videoFrames(field string, x any, t int) ([]gateway.Frame, error) {
 	}
 	h, w := shape[1], shape[2]
 	size := h * w * 3
-	out := make([]gateway.Frame, t)
+	out := make([]service.Frame, t)
 	for i := range out {
-		out[i] = gateway.Frame{Raw: &gateway.RawFrame{Pix: a.Data[i*size : (i+1)*size : (i+1)*size], Height: h, Width: w}}
+		out[i] = service.Frame{Raw: &service.RawFrame{Pix: a.Data[i*size : (i+1)*size : (i+1)*size], Height: h, Width: w}}
 	}
 	return out, nil
 }
@@ -219,7 +219,7 @@ func stateValues(field string, x any, dim int) ([]float64, error) {
 	return vals, nil
 }
 
-func groupKeys(gs []gateway.Group) string {
+func groupKeys(gs []service.Group) string {
 	parts := make([]string, len(gs))
 	for i, g := range gs {
 		parts[i] = g.Key
@@ -229,12 +229,12 @@ func groupKeys(gs []gateway.Group) string {
 
 // infer serves one observation frame and returns the reply frame.
 func (s *Server) infer(ctx context.Context, data []byte, rid string, start time.Time, prevTotal time.Duration, peer string) (out []byte, err error) {
-	ctx, end := s.o.Gateway.StartMessage(ctx, gateway.Message{Protocol: "openpi", Endpoint: "infer", RequestID: rid, Start: start, Peer: peer})
+	ctx, end := s.o.Gateway.StartMessage(ctx, service.Message{Protocol: "openpi", Endpoint: "infer", RequestID: rid, Start: start, Peer: peer})
 	defer func() {
 		code := ""
 		if err != nil {
-			code = gateway.CodeInternal
-			var he *gateway.HandlerError
+			code = service.CodeInternal
+			var he *service.HandlerError
 			if errors.As(err, &he) {
 				code = he.Code
 			}
@@ -246,7 +246,7 @@ func (s *Server) infer(ctx context.Context, data []byte, rid string, start time.
 		return nil, err
 	}
 	t0 := time.Now()
-	resp, err := s.o.Gateway.Predict(ctx, r, gateway.PredictOptions{RequestID: rid, Protocol: "openpi", Route: "infer"})
+	resp, err := s.o.Gateway.Predict(ctx, r, service.PredictOptions{RequestID: rid, Protocol: "openpi", Route: "infer"})
 	inferMS := float64(time.Since(t0).Microseconds()) / 1e3
 	if err != nil {
 		return nil, protoError(err)
@@ -286,7 +286,7 @@ func (s *Server) infer(ctx context.Context, data []byte, rid string, start time.
 // images.<cam>[i] → observation/<cam>[i], state.<g>[i] → observation/<g>[i],
 // rtc_prev_action → options.rtc_prev_action.
 func protoError(err error) error {
-	var he *gateway.HandlerError
+	var he *service.HandlerError
 	if !errors.As(err, &he) || he.Field == "" {
 		return err
 	}

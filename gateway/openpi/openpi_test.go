@@ -16,10 +16,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gr00tgw/gr00tgw/client/openpiclient"
-	"github.com/gr00tgw/gr00tgw/gateway"
-	"github.com/gr00tgw/gr00tgw/gateway/internal/fakegw"
 	"github.com/gr00tgw/gr00tgw/gateway/secure"
 	"github.com/gr00tgw/gr00tgw/gateway/wire"
+	"github.com/gr00tgw/gr00tgw/service"
+	"github.com/gr00tgw/gr00tgw/service/servicetest"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -100,7 +100,7 @@ func del(m *wire.Map, k string) *wire.Map {
 }
 
 func TestHealthz(t *testing.T) {
-	fg := &fakegw.Gateway{}
+	fg := &servicetest.Gateway{}
 	_, addr := startServer(t, Options{Gateway: fg})
 	get := func(path string) (int, string) {
 		resp, err := http.Get("http://" + addr + path)
@@ -121,13 +121,13 @@ func TestHealthz(t *testing.T) {
 }
 
 func TestInfer(t *testing.T) {
-	fg := &fakegw.Gateway{}
+	fg := &servicetest.Gateway{}
 	_, addr := startServer(t, Options{Gateway: fg, Version: "test"})
 	c := dial(t, addr, openpiclient.Options{})
 	def, _ := c.Metadata.Get("default_embodiment")
-	assert.Equal(t, fakegw.DROIDTag, def)
+	assert.Equal(t, servicetest.DROIDTag, def)
 	embs, _ := c.Metadata.Get("embodiments")
-	droid, ok := embs.(*wire.Map).Get(fakegw.DROIDTag)
+	droid, ok := embs.(*wire.Map).Get(servicetest.DROIDTag)
 	require.True(t, ok)
 	keys, _ := droid.(*wire.Map).Get("image_keys")
 	assert.Equal(t, []any{"observation/exterior_image_1_left", "observation/wrist_image_left"}, keys)
@@ -187,7 +187,7 @@ func TestInfer(t *testing.T) {
 // TestErrors: each bad observation gets one text frame naming the field,
 // then close 1011; the server goes on serving new connections.
 func TestErrors(t *testing.T) {
-	fg := &fakegw.Gateway{}
+	fg := &servicetest.Gateway{}
 	_, addr := startServer(t, Options{Gateway: fg, MaxMessageBytes: 2 << 20})
 	obs := func(mut func(m *wire.Map) *wire.Map) []byte {
 		b, err := wire.Marshal(mut(droidObs()), wire.EncodingOpenPI)
@@ -261,7 +261,7 @@ func TestErrors(t *testing.T) {
 }
 
 func TestAPIKey(t *testing.T) {
-	_, addr := startServer(t, Options{Gateway: &fakegw.Gateway{}, APIKey: "k3y"})
+	_, addr := startServer(t, Options{Gateway: &servicetest.Gateway{}, APIKey: "k3y"})
 	for _, key := range []string{"", "wrong", "k3"} {
 		_, err := openpiclient.Dial(context.Background(), addr, openpiclient.Options{APIKey: key})
 		require.Error(t, err, key)
@@ -273,7 +273,7 @@ func TestAPIKey(t *testing.T) {
 }
 
 func TestTimeoutsDisconnectAndShutdown(t *testing.T) {
-	fg := &fakegw.Gateway{Delay: 5 * time.Second}
+	fg := &servicetest.Gateway{Delay: 5 * time.Second}
 	s, addr := startServer(t, Options{Gateway: fg, IdleTimeout: 150 * time.Millisecond})
 	// A client that goes away cancels its prediction.
 	c := dial(t, addr, openpiclient.Options{})
@@ -309,7 +309,7 @@ func TestTimeoutsDisconnectAndShutdown(t *testing.T) {
 // msgpack decoder and openpi's array codec behind it): no panic, and a
 // mapped request always holds every camera and state group.
 func FuzzObservation(f *testing.F) {
-	g := &fakegw.Gateway{}
+	g := &servicetest.Gateway{}
 	one := wire.NewMap(4).Set("observation/front", wire.Uint8Array([]int{2, 2, 3}, make([]byte, 12))).
 		Set("observation/joints", wire.Float32Array([]int{2}, []float32{1, 2})).Set("prompt", "go").Set("embodiment", "one_cam")
 	b, _ := wire.Marshal(one, wire.EncodingOpenPI)
@@ -318,7 +318,7 @@ func FuzzObservation(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, c, err := mapObservation(data, g, wire.Limits{MaxElements: 1 << 12})
 		if err != nil {
-			var he *gateway.HandlerError
+			var he *service.HandlerError
 			if !assert.ErrorAs(t, err, &he) || he.Field == "" {
 				t.Fatalf("error without a field: %v", err)
 			}
@@ -342,7 +342,7 @@ func FuzzObservation(f *testing.F) {
 // anything else is refused with 401 before the upgrade.
 func TestKeyring(t *testing.T) {
 	keys := secure.NewKeyring(mustKeys(t, "key-1"))
-	_, addr := startServer(t, Options{Gateway: &fakegw.Gateway{}, APIKey: "k3y", Keys: keys})
+	_, addr := startServer(t, Options{Gateway: &servicetest.Gateway{}, APIKey: "k3y", Keys: keys})
 	for name, h := range map[string]http.Header{
 		"none":             {},
 		"wrong bearer":     {"Authorization": {"Bearer key-2"}},
@@ -383,7 +383,7 @@ func mustKeys(t *testing.T, keys ...string) []secure.Key {
 // client's ping is answered, and an observation sent before the metadata
 // is served once the gateway is ready.
 func TestWhileStarting(t *testing.T) {
-	fg := &fakegw.Gateway{}
+	fg := &servicetest.Gateway{}
 	fg.NotReady.Store(true)
 	s, addr := startServer(t, Options{Gateway: fg, MaxConnections: 2})
 	dialRaw := func() *websocket.Conn {
@@ -456,7 +456,7 @@ func TestVideoShape(t *testing.T) {
 // (upstream's names, the previous chunk as an array) into the gateway's
 // request; a wrong type names the option.
 func TestInferRTCOptions(t *testing.T) {
-	fg := &fakegw.Gateway{}
+	fg := &servicetest.Gateway{}
 	_, addr := startServer(t, Options{Gateway: fg, Version: "test"})
 	c := dial(t, addr, openpiclient.Options{})
 	prev := make([]float32, 40*132)
@@ -476,5 +476,5 @@ func TestInferRTCOptions(t *testing.T) {
 	_, err = c.Infer(context.Background(), bad)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "options.rtc_frozen_steps")
-	assert.Equal(t, "options.rtc_prev_action", protoError(gateway.Invalid("rtc_prev_action", "rtc_prev_action: x")).(*gateway.HandlerError).Field)
+	assert.Equal(t, "options.rtc_prev_action", protoError(service.Invalid("rtc_prev_action", "rtc_prev_action: x")).(*service.HandlerError).Field)
 }

@@ -9,7 +9,7 @@
 // server sends one text frame naming the field, then closes with 1011, as
 // upstream does.
 //
-// Every observation runs through gateway.Service.Predict (admission,
+// Every observation runs through service.Service.Predict (admission,
 // queue, deadlines, device lock, plugins, spans and metrics shared with
 // HTTP). The websocket layer is github.com/coder/websocket (RATIONALE.md
 // "Dependencies"); message size is bounded by this package's own limited
@@ -33,8 +33,8 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/gr00tgw/gr00tgw/gateway"
 	"github.com/gr00tgw/gr00tgw/gateway/secure"
+	"github.com/gr00tgw/gr00tgw/service"
 )
 
 // Defaults of Options.
@@ -49,7 +49,7 @@ const (
 // Options configure New.
 type Options struct {
 	// Gateway serves the predictions (required).
-	Gateway gateway.Service
+	Gateway service.Service
 	// APIKey, when set, is required as the handshake's "Authorization:
 	// Api-Key <key>" header (constant-time compare; 401 otherwise). ""
 	// accepts every client, as upstream does.
@@ -183,7 +183,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !s.authorized(r.Header) {
 			s.log.Info("openpi: handshake refused: missing or invalid API key", "peer", r.RemoteAddr)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="gr00tgw"`)
-			http.Error(w, "unauthorized: "+gateway.ErrUnauthorized.Error()+
+			http.Error(w, "unauthorized: "+service.ErrUnauthorized.Error()+
 				`: send "Authorization: Bearer <key>", "X-API-Key: <key>" or "Authorization: Api-Key <key>" on the upgrade request`, http.StatusUnauthorized)
 			return
 		}
@@ -424,9 +424,9 @@ func (c *conn) serve() {
 			var tl *tooLargeError
 			switch {
 			case errors.As(m.err, &tl):
-				rid := gateway.NewRequestID()
-				_, end := s.o.Gateway.StartMessage(s.baseCtx, gateway.Message{Protocol: "openpi", Endpoint: "infer", RequestID: rid, Peer: c.peer})
-				he := &gateway.HandlerError{Status: http.StatusRequestEntityTooLarge, Code: gateway.CodeTooLarge, Field: "observation", Err: m.err}
+				rid := service.NewRequestID()
+				_, end := s.o.Gateway.StartMessage(s.baseCtx, service.Message{Protocol: "openpi", Endpoint: "infer", RequestID: rid, Peer: c.peer})
+				he := &service.HandlerError{Status: http.StatusRequestEntityTooLarge, Code: service.CodeTooLarge, Field: "observation", Err: m.err}
 				end(he.Code, he)
 				c.fail(he, rid)
 			case m.err == errIdle || m.err == errReadTimeout:
@@ -437,7 +437,7 @@ func (c *conn) serve() {
 			}
 			return
 		}
-		rid := gateway.NewRequestID()
+		rid := service.NewRequestID()
 		if m.typ != websocket.MessageBinary {
 			c.fail(schema("observation", "observation: expected a binary msgpack frame, got a text frame"), rid)
 			return
@@ -475,12 +475,12 @@ func (c *conn) write(typ websocket.MessageType, b []byte) error {
 
 // fail sends err as upstream does: one text frame, then close 1011.
 func (c *conn) fail(err error, rid string) {
-	var he *gateway.HandlerError
+	var he *service.HandlerError
 	if !errors.As(err, &he) {
-		he = &gateway.HandlerError{Status: http.StatusInternalServerError, Code: gateway.CodeInternal, Err: err}
+		he = &service.HandlerError{Status: http.StatusInternalServerError, Code: service.CodeInternal, Err: err}
 	}
 	lvl := c.s.log.Info
-	if he.Code == gateway.CodeInternal || he.Code == gateway.CodeDevice {
+	if he.Code == service.CodeInternal || he.Code == service.CodeDevice {
 		lvl = c.s.log.Error
 	}
 	lvl("openpi request failed", "request_id", rid, "peer", c.peer, "code", he.Code, "field", he.Field, "err", he.Err.Error())

@@ -17,7 +17,7 @@ import (
 	"github.com/gr00tgw/gr00tgw/client/openpiclient"
 	"github.com/gr00tgw/gr00tgw/client/rawobs"
 	"github.com/gr00tgw/gr00tgw/client/zmqclient"
-	"github.com/gr00tgw/gr00tgw/gateway/oip"
+	"github.com/gr00tgw/gr00tgw/frontend/oip"
 	"github.com/gr00tgw/gr00tgw/gateway/wire"
 )
 

@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gr00tgw/gr00tgw/client/oipclient"
-	"github.com/gr00tgw/gr00tgw/gateway/oip"
+	"github.com/gr00tgw/gr00tgw/frontend/oip"
 )
 
 // oipPost posts an inference request body to /v2/models/{model}/infer

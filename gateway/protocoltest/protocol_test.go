@@ -22,19 +22,20 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/gr00tgw/gr00tgw/binding"
 	"github.com/gr00tgw/gr00tgw/client/openpiclient"
 	"github.com/gr00tgw/gr00tgw/client/rawobs"
 	"github.com/gr00tgw/gr00tgw/client/zmqclient"
 	"github.com/gr00tgw/gr00tgw/config"
 	_ "github.com/gr00tgw/gr00tgw/device/cpu" // registers backend "cpu"
-	"github.com/gr00tgw/gr00tgw/gateway"
-	"github.com/gr00tgw/gr00tgw/gateway/adapt"
-	"github.com/gr00tgw/gr00tgw/gateway/oip"
+	httpfront "github.com/gr00tgw/gr00tgw/frontend/http"
+	"github.com/gr00tgw/gr00tgw/frontend/oip"
 	"github.com/gr00tgw/gr00tgw/gateway/openpi"
 	"github.com/gr00tgw/gr00tgw/gateway/wire"
 	"github.com/gr00tgw/gr00tgw/gateway/zmq"
 	"github.com/gr00tgw/gr00tgw/internal/pytest"
 	"github.com/gr00tgw/gr00tgw/plugins/plugintest"
+	"github.com/gr00tgw/gr00tgw/service"
 )
 
 const (
@@ -49,7 +50,7 @@ const (
 
 // env is the one server every test talks to.
 type env struct {
-	srv        *gateway.Server
+	srv        *httpfront.Server
 	rec        *tracetest.SpanRecorder
 	zmqAddr    string
 	openpiAddr string
@@ -104,33 +105,37 @@ func start() (*env, error) {
 	cfg.WarmupRuns = 1
 	cfg.GoldenDir = "-"
 	cfg.QueueDepth = 16
-	paths := adapt.Resolve(cfg, root)
+	paths := binding.Resolve(cfg, root)
 	paths.Plugins = plugins
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	mp, metrics, err := gateway.NewPrometheus()
+	mp, metrics, err := httpfront.NewPrometheus()
 	if err != nil {
 		return nil, err
 	}
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	srv, err := gateway.New(gateway.Options{Config: cfg, Logger: log, MeterProvider: mp, MetricsHandler: metrics, TracerProvider: tp})
+	core, err := service.New(service.Options{Config: cfg, Logger: log, MeterProvider: mp, TracerProvider: tp})
+	if err != nil {
+		return nil, err
+	}
+	srv, err := httpfront.New(core, httpfront.Options{MeterProvider: mp, MetricsHandler: metrics, TracerProvider: tp})
 	if err != nil {
 		return nil, err
 	}
 	oip.Mount(srv)
-	if err := srv.Start(context.Background(), func(ctx context.Context) (*gateway.Deps, error) {
-		return adapt.Open(ctx, cfg, paths, log, mp)
+	if err := core.Start(context.Background(), func(ctx context.Context) (*service.Deps, error) {
+		return binding.Open(ctx, cfg, paths, log, mp)
 	}); err != nil {
 		return nil, err
 	}
-	if !srv.WaitBound(context.Background()) {
+	if !core.WaitBound(context.Background()) {
 		return nil, fmt.Errorf("embodiments not bound")
 	}
-	zs, err := zmq.New(zmq.Options{Gateway: srv, Token: zmqToken, MaxMessageBytes: maxMessage, Logger: log})
+	zs, err := zmq.New(zmq.Options{Gateway: core, Token: zmqToken, MaxMessageBytes: maxMessage, Logger: log})
 	if err != nil {
 		return nil, err
 	}
-	ps, err := openpi.New(openpi.Options{Gateway: srv, APIKey: openpiKey, MaxMessageBytes: maxMessage, Logger: log})
+	ps, err := openpi.New(openpi.Options{Gateway: core, APIKey: openpiKey, MaxMessageBytes: maxMessage, Logger: log})
 	if err != nil {
 		return nil, err
 	}
@@ -148,9 +153,7 @@ func start() (*env, error) {
 	e.shutdown = func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		zs.Shutdown(ctx)
-		ps.Shutdown(ctx)
-		srv.Shutdown(ctx)
+		core.Shutdown(ctx, srv.Shutdown, zs.Shutdown, ps.Shutdown)
 		os.RemoveAll(plugins)
 	}
 	if e.droid, err = demoBody(filepath.Join(root, "testdata", "n17-tiny", "caseA", "request.json")); err != nil {
@@ -194,7 +197,7 @@ func (e *env) httpActions(t *testing.T, body []byte, seed *uint64) map[string][]
 	require.NoError(t, err)
 	out, _ := io.ReadAll(resp.Body)
 	require.Equal(t, 200, resp.StatusCode, string(out))
-	var pr gateway.PredictResponse
+	var pr service.PredictResponse
 	require.NoError(t, json.Unmarshal(out, &pr))
 	got := map[string][]float32{}
 	for g, rows := range pr.Actions {
@@ -361,7 +364,7 @@ func TestZMQErrorsAndLimits(t *testing.T) {
 	require.NoError(t, err)
 	_, err = zmqclient.DecodeReply(out)
 	require.ErrorAs(t, err, &se)
-	assert.Equal(t, gateway.CodeTooLarge, se.Code)
+	assert.Equal(t, service.CodeTooLarge, se.Code)
 
 	// A frame size the gateway's patch grid refuses: the gateway's error,
 	// in the protocol's field names.

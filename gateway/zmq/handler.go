@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gr00tgw/gr00tgw/gateway"
 	"github.com/gr00tgw/gr00tgw/gateway/wire"
+	"github.com/gr00tgw/gr00tgw/service"
 )
 
 // Endpoints served, as Isaac-GR00T's PolicyServer registers them.
@@ -22,13 +22,13 @@ var Endpoints = []string{"ping", "get_modality_config", "get_action", "reset", "
 const Unauthorized = "Unauthorized: Invalid API token"
 
 // errUnauthorized is the refusal of a missing or wrong api_token: upstream's
-// text, wrapping gateway.ErrUnauthorized for errors.Is.
+// text, wrapping service.ErrUnauthorized for errors.Is.
 var errUnauthorized = &unauthorizedError{}
 
 type unauthorizedError struct{}
 
 func (*unauthorizedError) Error() string { return Unauthorized }
-func (*unauthorizedError) Unwrap() error { return gateway.ErrUnauthorized }
+func (*unauthorizedError) Unwrap() error { return service.ErrUnauthorized }
 
 // authorized reports whether tok is the zmq.api_token or one of the
 // keyring's keys (each compared in constant time; both are tried).
@@ -52,9 +52,9 @@ type reply struct {
 // errorReply renders err as upstream's {"error": text}, plus code, field
 // and the request id.
 func errorReply(err error, rid string) (reply, string) {
-	var he *gateway.HandlerError
+	var he *service.HandlerError
 	if !errors.As(err, &he) {
-		he = &gateway.HandlerError{Status: http.StatusInternalServerError, Code: gateway.CodeInternal, Err: err}
+		he = &service.HandlerError{Status: http.StatusInternalServerError, Code: service.CodeInternal, Err: err}
 	}
 	m := wire.NewMap(4).Set("error", he.Err.Error()).Set("code", he.Code)
 	if he.Field != "" {
@@ -66,13 +66,13 @@ func errorReply(err error, rid string) (reply, string) {
 
 // handle answers one request message: decode, authenticate, dispatch.
 func (s *Server) handle(ctx context.Context, payload []byte, peer string, start time.Time) []byte {
-	rid := gateway.NewRequestID()
+	rid := service.NewRequestID()
 	rep, _, endpoint, err := s.dispatch(ctx, payload, peer, rid, start)
 	if err != nil {
 		var code string
 		rep, code = errorReply(err, rid)
 		lvl := s.log.Info
-		if code == gateway.CodeInternal || code == gateway.CodeDevice {
+		if code == service.CodeInternal || code == service.CodeDevice {
 			lvl = s.log.Error
 		}
 		lvl("zmq request failed", "request_id", rid, "endpoint", endpoint, "peer", peer, "code", code, "err", err.Error(),
@@ -115,11 +115,11 @@ func (s *Server) dispatch(ctx context.Context, payload []byte, peer, rid string,
 			}
 		}
 	}
-	ctx, end := s.o.Gateway.StartMessage(ctx, gateway.Message{Protocol: "zmq", Endpoint: endpoint, RequestID: rid, Start: start, Peer: peer})
+	ctx, end := s.o.Gateway.StartMessage(ctx, service.Message{Protocol: "zmq", Endpoint: endpoint, RequestID: rid, Start: start, Peer: peer})
 	defer func() {
 		if err != nil {
-			var he *gateway.HandlerError
-			code = gateway.CodeInternal
+			var he *service.HandlerError
+			code = service.CodeInternal
 			if errors.As(err, &he) {
 				code = he.Code
 			}
@@ -133,7 +133,7 @@ func (s *Server) dispatch(ctx context.Context, payload []byte, peer, rid string,
 		tok, _ := top.Get("api_token")
 		ts, _ := tok.(string)
 		if !s.authorized(ts) {
-			return reply{}, "", endpoint, &gateway.HandlerError{Status: http.StatusUnauthorized, Code: gateway.CodeUnauthorized, Field: "api_token", Err: errUnauthorized}
+			return reply{}, "", endpoint, &service.HandlerError{Status: http.StatusUnauthorized, Code: service.CodeUnauthorized, Field: "api_token", Err: errUnauthorized}
 		}
 	}
 	data, _ := top.Get("data")
@@ -149,7 +149,7 @@ func (s *Server) dispatch(ctx context.Context, payload []byte, peer, rid string,
 		return reply{v: wire.NewMap(2).Set("status", "ok").Set("message", "Server is running")}, "", endpoint, nil
 	case "kill":
 		if !s.o.AllowKill {
-			return reply{}, "", endpoint, &gateway.HandlerError{Status: http.StatusForbidden, Code: gateway.CodeUnauthorized,
+			return reply{}, "", endpoint, &service.HandlerError{Status: http.StatusForbidden, Code: service.CodeUnauthorized,
 				Err: errors.New("kill: refused: remote shutdown is disabled on this server (zmq.allow_kill)")}
 		}
 		s.log.Warn("zmq kill: shutting down on a client's request", "peer", peer, "request_id", rid)
@@ -231,9 +231,9 @@ func orNil[T any](s []T) any {
 // markers (N1.6/N1.7 release "__ModalityConfig_class__", HEAD
 // "__ModalityConfig__"; each decoder tests only its own) and "as_json"
 // holding exactly the dataclass's five fields.
-func modalityReply(c *gateway.Contract) *wire.Map {
-	out := wire.NewMap(len(gateway.ModalityNames))
-	for _, name := range gateway.ModalityNames {
+func modalityReply(c *service.Contract) *wire.Map {
+	out := wire.NewMap(len(service.ModalityNames))
+	for _, name := range service.ModalityNames {
 		mc, ok := c.Modality[name]
 		if !ok {
 			continue
@@ -301,13 +301,13 @@ func (s *Server) getAction(ctx context.Context, data any, enc wire.Encoding, rid
 	if err != nil {
 		return reply{}, err
 	}
-	resps := make([]*gateway.PredictResponse, len(b.reqs))
+	resps := make([]*service.PredictResponse, len(b.reqs))
 	for i, r := range b.reqs {
 		id := rid
 		if len(b.reqs) > 1 {
 			id = rid + "." + strconv.Itoa(i)
 		}
-		resp, err := s.o.Gateway.Predict(ctx, r, gateway.PredictOptions{RequestID: id, Protocol: "zmq", Route: "get_action"})
+		resp, err := s.o.Gateway.Predict(ctx, r, service.PredictOptions{RequestID: id, Protocol: "zmq", Route: "get_action"})
 		if err != nil {
 			return reply{}, protoError(err, i, b.batched)
 		}
@@ -356,7 +356,7 @@ func (s *Server) getAction(ctx context.Context, data any, enc wire.Encoding, rid
 // embodiment → options.embodiment, seed → options.seed (b: the sample of
 // a batched observation).
 func protoError(err error, b int, batched bool) error {
-	var he *gateway.HandlerError
+	var he *service.HandlerError
 	if !errors.As(err, &he) || he.Field == "" {
 		return err
 	}

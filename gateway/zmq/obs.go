@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gr00tgw/gr00tgw/gateway"
 	"github.com/gr00tgw/gr00tgw/gateway/wire"
+	"github.com/gr00tgw/gr00tgw/service"
 )
 
 // Form is the shape of a get_action observation.
@@ -42,10 +42,10 @@ func (f Form) String() string {
 // batch is one get_action observation mapped to gateway requests, one per
 // sample.
 type batch struct {
-	reqs     []*gateway.Request
+	reqs     []*service.Request
 	form     Form
 	batched  bool // false: an unbatched N1.5 observation, answered (horizon, D)
-	contract *gateway.Contract
+	contract *service.Contract
 }
 
 // options are get_action's (and get_modality_config's) options: the
@@ -57,13 +57,13 @@ type batch struct {
 type options struct {
 	embodiment string
 	seed       *uint64
-	rtc        *gateway.RTCOptions
+	rtc        *service.RTCOptions
 	prev       []float32
 	prevRows   int
 }
 
 // invalid (400) and schema (422) name the failing field, as /predict does.
-var invalid, schema = gateway.Invalid, gateway.SchemaError
+var invalid, schema = service.Invalid, service.SchemaError
 
 func parseOptions(v any, field string) (options, error) {
 	var o options
@@ -97,13 +97,13 @@ func parseOptions(v any, field string) (options, error) {
 		o.seed = &seed
 	}
 	var err error
-	o.rtc, o.prev, o.prevRows, err = gateway.RTCFromWire(m, field)
+	o.rtc, o.prev, o.prevRows, err = service.RTCFromWire(m, field)
 	return o, err
 }
 
 // observationMapper maps one observation against a contract.
 type observationMapper struct {
-	c        *gateway.Contract
+	c        *service.Contract
 	form     Form
 	maxBatch int
 	b        int    // batch size, -1 until the first modality sets it
@@ -115,7 +115,7 @@ type observationMapper struct {
 // contract and builds one gateway request per sample. Every error names
 // the field in the protocol's terms, e.g. "video.wrist_image_left:
 // expected uint8 (B, 2, H, W, 3), got float32 (1, 1, 180, 320, 3)".
-func mapObservation(obs *wire.Map, c *gateway.Contract, form Form, maxBatch int, o options) (*batch, error) {
+func mapObservation(obs *wire.Map, c *service.Contract, form Form, maxBatch int, o options) (*batch, error) {
 	m := &observationMapper{c: c, form: form, maxBatch: maxBatch, b: -1, batched: true}
 	var (
 		video = map[string]any{}
@@ -199,7 +199,7 @@ func mapObservation(obs *wire.Map, c *gateway.Contract, form Form, maxBatch int,
 		}
 	}
 	for g := range state {
-		if !slices.ContainsFunc(groups, func(x gateway.Group) bool { return x.Key == g }) {
+		if !slices.ContainsFunc(groups, func(x service.Group) bool { return x.Key == g }) {
 			return nil, invalid(sf(g), "%s: unknown state group (want %s)", sf(g), groupKeys(groups))
 		}
 	}
@@ -248,10 +248,10 @@ func mapObservation(obs *wire.Map, c *gateway.Contract, form Form, maxBatch int,
 	if (o.rtc != nil || o.prev != nil) && m.b > 1 {
 		return nil, invalid("options.rtc_prev_action", "options: real-time chunking takes one observation per call (this one has a batch of %d)", m.b)
 	}
-	out := &batch{form: form, batched: m.batched, contract: c, reqs: make([]*gateway.Request, m.b)}
+	out := &batch{form: form, batched: m.batched, contract: c, reqs: make([]*service.Request, m.b)}
 	for b := range m.b {
-		r := &gateway.Request{
-			Images: make(map[string][]gateway.Frame, len(cams)), State: make(map[string][]float64, len(groups)),
+		r := &service.Request{
+			Images: make(map[string][]service.Frame, len(cams)), State: make(map[string][]float64, len(groups)),
 			Instruction: texts[b], InstructionField: indexed(langF, b, m.batched),
 			Embodiment: c.Info.Name, StateDtype: "float32", Seed: o.seed,
 			Options: o.rtc, RTCPrev: o.prev, RTCPrevRows: o.prevRows,
@@ -259,10 +259,10 @@ func mapObservation(obs *wire.Map, c *gateway.Contract, form Form, maxBatch int,
 		for i, cam := range cams {
 			f := frames[i]
 			size := f.h * f.w * 3
-			list := make([]gateway.Frame, t)
+			list := make([]service.Frame, t)
 			for k := range t {
 				off := (b*t + k) * size
-				list[k] = gateway.Frame{Raw: &gateway.RawFrame{Pix: f.a.Data[off : off+size : off+size], Height: f.h, Width: f.w}}
+				list[k] = service.Frame{Raw: &service.RawFrame{Pix: f.a.Data[off : off+size : off+size], Height: f.h, Width: f.w}}
 			}
 			r.Images[cam] = list
 		}
@@ -277,7 +277,7 @@ func mapObservation(obs *wire.Map, c *gateway.Contract, form Form, maxBatch int,
 	return out, nil
 }
 
-func groupKeys(gs []gateway.Group) string {
+func groupKeys(gs []service.Group) string {
 	parts := make([]string, len(gs))
 	for i, g := range gs {
 		parts[i] = g.Key

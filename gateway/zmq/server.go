@@ -8,7 +8,7 @@
 // the reply in the request's encoding; nested (N1.6/N1.7), flat (sim
 // wrapper) and N1.5 observations; B > 1 batches served as B predictions.
 //
-// Every request runs through gateway.Service.Predict, so admission, the
+// Every request runs through service.Service.Predict, so admission, the
 // queue, deadlines, the device lock, plugins, spans and metrics are the
 // ones HTTP /predict has. The transport is the package's own minimal ZMTP
 // 3.0 peer (wire/zmtp; RATIONALE.md "Dependencies"): one goroutine
@@ -28,9 +28,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gr00tgw/gr00tgw/gateway"
 	"github.com/gr00tgw/gr00tgw/gateway/secure"
 	"github.com/gr00tgw/gr00tgw/gateway/wire"
+	"github.com/gr00tgw/gr00tgw/service"
 	"github.com/gr00tgw/gr00tgw/wire/zmtp"
 )
 
@@ -55,7 +55,7 @@ var ErrServerClosed = errors.New("zmq: server closed")
 // Options configure New.
 type Options struct {
 	// Gateway serves the predictions (required).
-	Gateway gateway.Service
+	Gateway service.Service
 	// Token, when set, is required as every request's api_token
 	// (constant-time compare); "" accepts every request, as upstream
 	// does by default.
@@ -303,12 +303,12 @@ func (c *conn) serve() {
 		c.nc.SetReadDeadline(time.Time{}) //nolint:errcheck
 		var reply []byte
 		if tl != nil {
-			rid := gateway.NewRequestID()
-			_, end := s.o.Gateway.StartMessage(s.baseCtx, gateway.Message{Protocol: "zmq", Endpoint: "invalid", RequestID: rid, Start: start, Peer: peer})
-			terr := &gateway.HandlerError{Status: http.StatusRequestEntityTooLarge, Code: gateway.CodeTooLarge, Field: "request",
+			rid := service.NewRequestID()
+			_, end := s.o.Gateway.StartMessage(s.baseCtx, service.Message{Protocol: "zmq", Endpoint: "invalid", RequestID: rid, Start: start, Peer: peer})
+			terr := &service.HandlerError{Status: http.StatusRequestEntityTooLarge, Code: service.CodeTooLarge, Field: "request",
 				Err: fmt.Errorf("request: %v (zmq.max_message_bytes)", tl)}
-			end(gateway.CodeTooLarge, terr)
-			s.log.Info("zmq request refused", "request_id", rid, "peer", peer, "code", gateway.CodeTooLarge, "size", tl.Size)
+			end(service.CodeTooLarge, terr)
+			s.log.Info("zmq request refused", "request_id", rid, "peer", peer, "code", service.CodeTooLarge, "size", tl.Size)
 			rep, _ := errorReply(terr, rid)
 			reply = marshalReply(rep, rid)
 		} else {
@@ -370,7 +370,7 @@ func splitEnvelope(frames [][]byte) ([][]byte, []byte) {
 func marshalReply(r reply, rid string) []byte {
 	b, err := wire.Marshal(r.v, r.enc)
 	if err != nil {
-		b, _ = wire.Marshal(wire.NewMap(3).Set("error", "encode reply: "+err.Error()).Set("code", gateway.CodeInternal).Set("request_id", rid), wire.EncodingNPY)
+		b, _ = wire.Marshal(wire.NewMap(3).Set("error", "encode reply: "+err.Error()).Set("code", service.CodeInternal).Set("request_id", rid), wire.EncodingNPY)
 	}
 	return b
 }

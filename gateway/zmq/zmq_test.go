@@ -20,10 +20,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gr00tgw/gr00tgw/client/zmqclient"
-	"github.com/gr00tgw/gr00tgw/gateway"
-	"github.com/gr00tgw/gr00tgw/gateway/internal/fakegw"
 	"github.com/gr00tgw/gr00tgw/gateway/secure"
 	"github.com/gr00tgw/gr00tgw/gateway/wire"
+	"github.com/gr00tgw/gr00tgw/service"
+	"github.com/gr00tgw/gr00tgw/service/servicetest"
 	"github.com/gr00tgw/gr00tgw/wire/zmtp"
 )
 
@@ -64,7 +64,7 @@ func dial(t *testing.T, addr string, o zmqclient.Options) *zmqclient.Client {
 func droidObs(t *testing.T) *zmqclient.Observation {
 	t.Helper()
 	o := &zmqclient.Observation{Video: map[string]*wire.Array{}, State: map[string]*wire.Array{},
-		LanguageKey: gateway.DefaultLanguageKey, Language: []string{"pick up the cup"}}
+		LanguageKey: service.DefaultLanguageKey, Language: []string{"pick up the cup"}}
 	for i, cam := range []string{"exterior_image_1_left", "wrist_image_left"} {
 		pix := make([]byte, 2*180*320*3)
 		for j := range pix {
@@ -83,7 +83,7 @@ func droidObs(t *testing.T) *zmqclient.Observation {
 }
 
 func TestPingResetKill(t *testing.T) {
-	fg := &fakegw.Gateway{}
+	fg := &servicetest.Gateway{}
 	var killed atomic.Int32
 	_, addr := startServer(t, Options{Gateway: fg})
 	c := dial(t, addr, zmqclient.Options{})
@@ -117,7 +117,7 @@ func TestPingResetKill(t *testing.T) {
 }
 
 func TestGetModalityConfig(t *testing.T) {
-	_, addr := startServer(t, Options{Gateway: &fakegw.Gateway{}})
+	_, addr := startServer(t, Options{Gateway: &servicetest.Gateway{}})
 	c := dial(t, addr, zmqclient.Options{})
 	mc, err := c.GetModalityConfig(context.Background(), "")
 	require.NoError(t, err)
@@ -146,7 +146,7 @@ func TestGetModalityConfig(t *testing.T) {
 }
 
 func TestGetActionFormsAndEncodings(t *testing.T) {
-	fg := &fakegw.Gateway{}
+	fg := &servicetest.Gateway{}
 	_, addr := startServer(t, Options{Gateway: fg})
 	for _, enc := range []wire.Encoding{wire.EncodingNPY, wire.EncodingMsgpackNumpy} {
 		c := dial(t, addr, zmqclient.Options{Encoding: enc})
@@ -189,9 +189,9 @@ func TestGetActionFormsAndEncodings(t *testing.T) {
 		}
 	}
 	r := fg.Requests()[0]
-	assert.Equal(t, fakegw.DROIDTag, r.Embodiment)
+	assert.Equal(t, servicetest.DROIDTag, r.Embodiment)
 	assert.Equal(t, "pick up the cup", r.Instruction)
-	assert.Equal(t, "language."+gateway.DefaultLanguageKey+"[0]", r.InstructionField)
+	assert.Equal(t, "language."+service.DefaultLanguageKey+"[0]", r.InstructionField)
 	require.Len(t, r.Images["wrist_image_left"], 2)
 	assert.Equal(t, 180, r.Images["wrist_image_left"][1].Raw.Height)
 	assert.Equal(t, byte(12), r.Images["wrist_image_left"][1].Raw.Pix[0], "frame t=1 is the second frame")
@@ -202,7 +202,7 @@ func TestGetActionFormsAndEncodings(t *testing.T) {
 }
 
 func TestLegacyUnbatched(t *testing.T) {
-	_, addr := startServer(t, Options{Gateway: &fakegw.Gateway{}})
+	_, addr := startServer(t, Options{Gateway: &servicetest.Gateway{}})
 	c := dial(t, addr, zmqclient.Options{})
 	obs := droidObs(t)
 	m := wire.NewMap(6)
@@ -235,7 +235,7 @@ func TestLegacyUnbatched(t *testing.T) {
 }
 
 func TestBatch(t *testing.T) {
-	fg := &fakegw.Gateway{}
+	fg := &servicetest.Gateway{}
 	_, addr := startServer(t, Options{Gateway: fg, MaxBatch: 4})
 	c := dial(t, addr, zmqclient.Options{Encoding: wire.EncodingMsgpackNumpy})
 	obs := droidObs(t).Batch(2)
@@ -264,7 +264,7 @@ func TestBatch(t *testing.T) {
 // TestErrors sends bad requests on one connection: each gets a precise
 // {"error"} naming the field, and the connection goes on serving.
 func TestErrors(t *testing.T) {
-	fg := &fakegw.Gateway{}
+	fg := &servicetest.Gateway{}
 	_, addr := startServer(t, Options{Gateway: fg})
 	c := dial(t, addr, zmqclient.Options{})
 	ctx := context.Background()
@@ -333,7 +333,7 @@ func TestErrors(t *testing.T) {
 		{name: "unknown observation key", data: nestedWith(func(m *wire.Map) { m.Set("depth", nil) }),
 			want: "observation.depth: unknown key (want video, state, language)"},
 		{name: "video not an array", data: nestedWith(func(m *wire.Map) { sub(m, "video").Values[0] = []any{int64(1)} }),
-			want: "video.exterior_image_1_left: expected uint8 (B, 2, H, W, 3) ndarray, got array", code: gateway.CodeSchema},
+			want: "video.exterior_image_1_left: expected uint8 (B, 2, H, W, 3) ndarray, got array", code: service.CodeSchema},
 		{name: "bad npy header", data: nestedWith(func(m *wire.Map) {
 			sub(m, "video").Values[0] = wire.NewMap(2).Set("__ndarray_class__", true).Set("as_npy", []byte("\x93NUMPY\x01\x00\x10\x00{'descr': '<f4'}"))
 		}), want: `data.observation.video.exterior_image_1_left: ndarray: .npy: header: missing key "fortran_order"`},
@@ -383,7 +383,7 @@ func TestErrors(t *testing.T) {
 			var se *zmqclient.ServerError
 			require.ErrorAs(t, err, &se)
 			assert.True(t, strings.HasPrefix(se.Message, "request: not a valid Isaac-GR00T policy request: "), se.Message)
-			assert.Equal(t, gateway.CodeSchema, se.Code)
+			assert.Equal(t, service.CodeSchema, se.Code)
 			_, err = c.Ping(ctx)
 			require.NoError(t, err)
 		})
@@ -404,15 +404,15 @@ func TestGatewayErrorsInProtocolTerms(t *testing.T) {
 		{"language.k[1]", "language.k[1]: 80 tokens, over L_max 51", 1, "language.k[1]", "language.k[1]: 80 tokens, over L_max 51"},
 	} {
 		t.Run(tc.field, func(t *testing.T) {
-			err := protoError(&gateway.HandlerError{Status: 400, Code: gateway.CodeInvalid, Field: tc.field, Err: errors.New(tc.msg)}, tc.b, true)
-			var he *gateway.HandlerError
+			err := protoError(&service.HandlerError{Status: 400, Code: service.CodeInvalid, Field: tc.field, Err: errors.New(tc.msg)}, tc.b, true)
+			var he *service.HandlerError
 			require.ErrorAs(t, err, &he)
 			assert.Equal(t, tc.wantField, he.Field)
 			assert.Equal(t, tc.wantMsg, he.Err.Error())
 		})
 	}
 
-	fg := &fakegw.Gateway{Fail: &gateway.HandlerError{Status: 400, Code: gateway.CodeInvalid, Field: "images.wrist_image_left[1]",
+	fg := &servicetest.Gateway{Fail: &service.HandlerError{Status: 400, Code: service.CodeInvalid, Field: "images.wrist_image_left[1]",
 		Err: errors.New("images.wrist_image_left[1]: 100x100 frames do not land on the 16x28 patch grid")}}
 	_, addr := startServer(t, Options{Gateway: fg})
 	c := dial(t, addr, zmqclient.Options{})
@@ -424,14 +424,14 @@ func TestGatewayErrorsInProtocolTerms(t *testing.T) {
 }
 
 func TestToken(t *testing.T) {
-	_, addr := startServer(t, Options{Gateway: &fakegw.Gateway{}, Token: "s3cret"})
+	_, addr := startServer(t, Options{Gateway: &servicetest.Gateway{}, Token: "s3cret"})
 	for _, tok := range []string{"", "wrong", "s3cre"} {
 		c := dial(t, addr, zmqclient.Options{Token: tok})
 		_, err := c.Ping(context.Background())
 		var se *zmqclient.ServerError
 		require.ErrorAs(t, err, &se, tok)
 		assert.Equal(t, Unauthorized, se.Message)
-		assert.Equal(t, gateway.CodeUnauthorized, se.Code)
+		assert.Equal(t, service.CodeUnauthorized, se.Code)
 	}
 	c := dial(t, addr, zmqclient.Options{Token: "s3cret"})
 	st, err := c.Ping(context.Background())
@@ -440,12 +440,12 @@ func TestToken(t *testing.T) {
 }
 
 func TestOversizedMessage(t *testing.T) {
-	_, addr := startServer(t, Options{Gateway: &fakegw.Gateway{}, MaxMessageBytes: 100 << 10})
+	_, addr := startServer(t, Options{Gateway: &servicetest.Gateway{}, MaxMessageBytes: 100 << 10})
 	c := dial(t, addr, zmqclient.Options{})
 	_, err := c.GetAction(context.Background(), droidObs(t), zmqclient.Nested, nil) // ~700 KB
 	var se *zmqclient.ServerError
 	require.ErrorAs(t, err, &se)
-	assert.Equal(t, gateway.CodeTooLarge, se.Code)
+	assert.Equal(t, service.CodeTooLarge, se.Code)
 	assert.Contains(t, se.Message, "exceeds the maximum message size of 102400 bytes (zmq.max_message_bytes)")
 	st, err := c.Ping(context.Background())
 	require.NoError(t, err, "the connection goes on after an oversized message")
@@ -455,7 +455,7 @@ func TestOversizedMessage(t *testing.T) {
 // TestConcurrentClients: many connections are served at once (the
 // predictions overlap), each gets its own answer.
 func TestConcurrentClients(t *testing.T) {
-	fg := &fakegw.Gateway{Delay: 100 * time.Millisecond}
+	fg := &servicetest.Gateway{Delay: 100 * time.Millisecond}
 	_, addr := startServer(t, Options{Gateway: fg})
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
@@ -495,7 +495,7 @@ func TestConcurrentClients(t *testing.T) {
 }
 
 func TestIdleTimeoutAndDisconnect(t *testing.T) {
-	fg := &fakegw.Gateway{Delay: 5 * time.Second}
+	fg := &servicetest.Gateway{Delay: 5 * time.Second}
 	_, addr := startServer(t, Options{Gateway: fg, IdleTimeout: 100 * time.Millisecond})
 	// A client that gives up mid-request cancels its prediction.
 	c := dial(t, addr, zmqclient.Options{Timeout: 200 * time.Millisecond})
@@ -543,7 +543,7 @@ func TestHeartbeats(t *testing.T) {
 		return zc, nil
 	}
 	t.Run("held to idle_timeout", func(t *testing.T) {
-		_, addr := startServer(t, Options{Gateway: &fakegw.Gateway{}, ReadTimeout: 150 * time.Millisecond, IdleTimeout: time.Minute})
+		_, addr := startServer(t, Options{Gateway: &servicetest.Gateway{}, ReadTimeout: 150 * time.Millisecond, IdleTimeout: time.Minute})
 		zc, err := heartbeat(t, addr, 600*time.Millisecond)
 		require.NoError(t, err, "an idle, heartbeating connection was closed before idle_timeout")
 		req, err := wire.Marshal(wire.NewMap(1).Set("endpoint", "ping"), wire.EncodingNPY)
@@ -556,7 +556,7 @@ func TestHeartbeats(t *testing.T) {
 		// PINGs while the request runs are answered and the disconnect
 		// watch goes on: a peer that leaves afterwards still cancels its
 		// prediction (the watch used to end at the first byte).
-		fg := &fakegw.Gateway{Delay: 10 * time.Second}
+		fg := &servicetest.Gateway{Delay: 10 * time.Second}
 		_, addr := startServer(t, Options{Gateway: fg})
 		nc, err := net.Dial("tcp", addr)
 		require.NoError(t, err)
@@ -581,7 +581,7 @@ func TestHeartbeats(t *testing.T) {
 		assert.Eventually(t, func() bool { return fg.Canceled.Load() == 1 }, 5*time.Second, 5*time.Millisecond, "prediction cancelled")
 	})
 	t.Run("closed at idle_timeout", func(t *testing.T) {
-		_, addr := startServer(t, Options{Gateway: &fakegw.Gateway{}, IdleTimeout: 200 * time.Millisecond})
+		_, addr := startServer(t, Options{Gateway: &servicetest.Gateway{}, IdleTimeout: 200 * time.Millisecond})
 		_, err := heartbeat(t, addr, 5*time.Second)
 		require.Error(t, err, "heartbeats kept an idle connection open past idle_timeout")
 	})
@@ -590,7 +590,7 @@ func TestHeartbeats(t *testing.T) {
 // TestShutdownDrains: Shutdown lets the request in flight answer, closes
 // idle connections, and refuses new ones.
 func TestShutdownDrains(t *testing.T) {
-	fg := &fakegw.Gateway{Delay: 300 * time.Millisecond}
+	fg := &servicetest.Gateway{Delay: 300 * time.Millisecond}
 	s, err := New(Options{Gateway: fg, Logger: quiet})
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -620,7 +620,7 @@ func TestShutdownDrains(t *testing.T) {
 // msgpack decoder, the array codecs and the observation mapper behind
 // it): it never panics and always answers with decodable msgpack.
 func FuzzHandle(f *testing.F) {
-	s, err := New(Options{Gateway: &fakegw.Gateway{}, Logger: quiet, MaxBatch: 2})
+	s, err := New(Options{Gateway: &servicetest.Gateway{}, Logger: quiet, MaxBatch: 2})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -650,13 +650,13 @@ func FuzzHandle(f *testing.F) {
 // TestKeyring: with auth.api_keys_file's keyring a request needs one of
 // its keys (or zmq.api_token when both are set) as api_token; a refusal
 // is upstream's {"error": "Unauthorized: Invalid API token"} and wraps
-// gateway.ErrUnauthorized; a rotated file takes effect on Reload.
+// service.ErrUnauthorized; a rotated file takes effect on Reload.
 func TestKeyring(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "keys")
 	require.NoError(t, os.WriteFile(path, []byte("# test\n"+secure.Hash("key-1")+" one\n"), 0o600))
 	keys, err := secure.LoadKeyring(path)
 	require.NoError(t, err)
-	_, addr := startServer(t, Options{Gateway: &fakegw.Gateway{}, Token: "s3cret", Keys: keys})
+	_, addr := startServer(t, Options{Gateway: &servicetest.Gateway{}, Token: "s3cret", Keys: keys})
 	refused := func(tok string) {
 		t.Helper()
 		c := dial(t, addr, zmqclient.Options{Token: tok})
@@ -664,7 +664,7 @@ func TestKeyring(t *testing.T) {
 		var se *zmqclient.ServerError
 		require.ErrorAs(t, err, &se, tok)
 		assert.Equal(t, Unauthorized, se.Message)
-		assert.Equal(t, gateway.CodeUnauthorized, se.Code)
+		assert.Equal(t, service.CodeUnauthorized, se.Code)
 		assert.Equal(t, "api_token", se.Field)
 	}
 	accepted := func(tok string) {
@@ -684,7 +684,7 @@ func TestKeyring(t *testing.T) {
 	require.NoError(t, err)
 	refused("key-1")
 	accepted("key-2")
-	assert.ErrorIs(t, errUnauthorized, gateway.ErrUnauthorized)
+	assert.ErrorIs(t, errUnauthorized, service.ErrUnauthorized)
 }
 
 // TestGetActionRTCOptions: options carry real-time chunking as upstream's
@@ -693,7 +693,7 @@ func TestKeyring(t *testing.T) {
 // names the option; a batch with RTC is refused; a gateway error about the
 // chunk is restated under options.
 func TestGetActionRTCOptions(t *testing.T) {
-	fg := &fakegw.Gateway{}
+	fg := &servicetest.Gateway{}
 	_, addr := startServer(t, Options{Gateway: fg})
 	c := dial(t, addr, zmqclient.Options{})
 	prev := make([]float32, 40*132)

@@ -67,6 +67,11 @@ func TestImportRules(t *testing.T) {
 // TestCheckFindsPlantedViolations: the check is not vacuous — a planted
 // import of each forbidden kind is reported, naming the edge.
 func TestCheckFindsPlantedViolations(t *testing.T) {
+	// A planted exception (the real list shrinks to nothing as the breaks
+	// are fixed; core/processor -> assets was the first to go).
+	saved := Exceptions
+	Exceptions = map[string]string{"core/processor -> assets": "planted for this test"}
+	t.Cleanup(func() { Exceptions = saved })
 	g := Graph{
 		"core/processor":        {"assets"}, // the listed exception
 		"client/oipclient":      {"gateway/oip", "client/rawobs", "api/oip"},

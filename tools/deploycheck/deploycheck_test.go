@@ -20,7 +20,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gr00tgw/gr00tgw/config"
-	"github.com/gr00tgw/gr00tgw/gateway"
+	httpfront "github.com/gr00tgw/gr00tgw/frontend/http"
+	"github.com/gr00tgw/gr00tgw/service"
 	"github.com/gr00tgw/gr00tgw/tools/imagebuild"
 	"github.com/gr00tgw/gr00tgw/tools/internal/repo"
 )
@@ -359,12 +360,14 @@ func TestAcceleratorSets(t *testing.T) {
 }
 
 // The autoscalers scale on metric names the gateway really exports: a
-// gateway.Server's /metrics lists them.
+// service.Server's /metrics lists them.
 func TestScalingMetricsExist(t *testing.T) {
-	mp, h, err := gateway.NewPrometheus()
+	mp, h, err := httpfront.NewPrometheus()
 	require.NoError(t, err)
 	defer func() { _ = mp.Shutdown(t.Context()) }()
-	_, err = gateway.New(gateway.Options{Config: config.Default(), MeterProvider: mp, MetricsHandler: h})
+	core, err := service.New(service.Options{Config: config.Default(), MeterProvider: mp})
+	require.NoError(t, err)
+	_, err = httpfront.New(core, httpfront.Options{MeterProvider: mp, MetricsHandler: h})
 	require.NoError(t, err)
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
