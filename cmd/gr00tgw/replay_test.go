@@ -1,0 +1,351 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gr00tgw/gr00tgw/client"
+	"github.com/gr00tgw/gr00tgw/record"
+)
+
+// TestReplayCompare: the comparison of replayed actions with recorded
+// ones, under tolerance 0 and 1e-3.
+func TestReplayCompare(t *testing.T) {
+	rec := func(groups map[string][]float32) []record.ActionGroup {
+		var out []record.ActionGroup
+		for _, k := range sortedKeys(groups) {
+			v := groups[k]
+			out = append(out, record.ActionGroup{Key: k, Tensor: record.Float32s(v, 2, len(v)/2)})
+		}
+		return out
+	}
+	want := rec(map[string][]float32{"arm": {0.1, 0.2, 0.3, 0.4}, "grip": {1, 0}})
+	// f32 is a float32 value as an HTTP answer carries it.
+	f32 := func(x float32) float64 { return float64(x) }
+	base := func() map[string][][]float64 {
+		return map[string][][]float64{
+			"arm":  {{f32(0.1), f32(0.2)}, {f32(0.3), f32(0.4)}},
+			"grip": {{1}, {0}},
+		}
+	}
+	for _, tc := range []struct {
+		name       string
+		edit       func(m map[string][][]float64)
+		identical  bool
+		within0    bool
+		within1e3  bool
+		maxAbs     float64 // NaN: expect NaN; +Inf: a mismatch
+		mismatch   string
+		pccAtLeast float64
+	}{
+		{name: "identical", edit: func(map[string][][]float64) {}, identical: true, within0: true, within1e3: true, maxAbs: 0, pccAtLeast: 1},
+		{name: "within tolerance", edit: func(m map[string][][]float64) { m["arm"][1][0] += 5e-4 }, within1e3: true, maxAbs: 5e-4, pccAtLeast: 0.99},
+		{name: "beyond tolerance", edit: func(m map[string][][]float64) { m["grip"][0][0] = 0.5 }, maxAbs: 0.5},
+		{name: "negative zero is not bit-identical", edit: func(m map[string][][]float64) { m["grip"][1][0] = math.Copysign(0, -1) }, within1e3: true, maxAbs: 0, pccAtLeast: 1},
+		{name: "shape mismatch", edit: func(m map[string][][]float64) { m["arm"] = m["arm"][:1] }, maxAbs: math.Inf(1), mismatch: "group arm: shape [1 2], recorded [2 2]"},
+		{name: "missing group", edit: func(m map[string][][]float64) { delete(m, "grip") }, maxAbs: math.Inf(1), mismatch: "group grip: recorded, not in the answer"},
+		{name: "extra group", edit: func(m map[string][][]float64) { m["base"] = [][]float64{{0}} }, maxAbs: math.Inf(1), mismatch: "group base: in the answer, not recorded"},
+		{name: "NaN", edit: func(m map[string][][]float64) { m["arm"][0][1] = math.NaN() }, maxAbs: math.NaN()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := base()
+			tc.edit(got)
+			d := compareActions(got, want)
+			assert.Equal(t, tc.identical, d.BitIdentical)
+			assert.Equal(t, tc.within0, d.within(0), "tolerance 0")
+			assert.Equal(t, tc.within1e3, d.within(1e-3), "tolerance 1e-3")
+			switch m := float64(d.MaxAbsDiff); {
+			case math.IsNaN(tc.maxAbs):
+				assert.True(t, math.IsNaN(m), "max|d| %v, want NaN", m)
+			case math.IsInf(tc.maxAbs, 1):
+				assert.True(t, math.IsInf(m, 1), "max|d| %v, want +Inf", m)
+			default:
+				assert.InDelta(t, tc.maxAbs, m, 1e-7)
+			}
+			if tc.mismatch != "" {
+				assert.Contains(t, d.Mismatch, tc.mismatch)
+			} else {
+				assert.Empty(t, d.Mismatch)
+			}
+			if tc.pccAtLeast > 0 {
+				assert.GreaterOrEqual(t, float64(d.PCC), tc.pccAtLeast-1e-9)
+			}
+		})
+	}
+
+	// action_pred: a float32 tensor [H, D] against rows, batch of one dropped.
+	pred := record.Float32s([]float32{1, 2, 3, 4, 5, 6}, 1, 2, 3)
+	assert.True(t, compareRows([][]float64{{1, 2, 3}, {4, 5, 6}}, &pred).BitIdentical)
+	d := compareRows([][]float64{{1, 2}, {3, 4}, {5, 6}}, &pred)
+	assert.Equal(t, "shape [3 2], recorded [1 2 3]", d.Mismatch)
+	assert.False(t, d.within(1))
+}
+
+// TestReplayBadInput: a missing or empty directory, a missing DIR, a bad
+// tolerance or protocol and an unreachable URL are clear errors naming the
+// flag or the path.
+func TestReplayBadInput(t *testing.T) {
+	empty := t.TempDir()
+	notDir := filepath.Join(empty, "file")
+	require.NoError(t, os.WriteFile(notDir, []byte("x"), 0o600))
+	withRecord := t.TempDir()
+	writeRecord(t, withRecord, 1, &record.Record{Protocol: "http", Embodiment: "e"})
+	dead := "http://" + pickPort(t)
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"replay", "--url", dead}, 2, "want exactly one record directory"},
+		{[]string{"replay", filepath.Join(empty, "missing"), "--url", dead}, 1, "record directory " + filepath.Join(empty, "missing") + ": no such file or directory"},
+		{[]string{"replay", notDir, "--url", dead}, 1, "record directory " + notDir + ": not a directory"},
+		{[]string{"replay", empty, "--url", dead}, 1, "record directory " + empty + ": no *.gwrec files"},
+		{[]string{"replay", withRecord, "--url", dead, "--tolerance", "-1"}, 2, "--tolerance -1"},
+		{[]string{"replay", withRecord, "--url", dead, "--protocol", "grpc"}, 2, `--protocol "grpc"`},
+		{[]string{"replay", withRecord, "--url", dead}, 1, "--url " + dead + ": the server is unreachable"},
+	} {
+		var out, errb bytes.Buffer
+		code := dispatch(context.Background(), tc.args, &out, &errb)
+		assert.Equal(t, tc.code, code, "%v: %s", tc.args, errb.String())
+		assert.Contains(t, errb.String(), tc.want, "%v", tc.args)
+		assert.NotContains(t, errb.String(), "panic")
+	}
+}
+
+// writeRecord writes r as record file number n of dir, named as the
+// recorder names its files.
+func writeRecord(t testing.TB, dir string, n int, r *record.Record) string {
+	t.Helper()
+	b, err := record.Marshal(r)
+	require.NoError(t, err)
+	p := filepath.Join(dir, fmt.Sprintf("%019d-%06d%s", time.Now().UnixNano(), n, record.Ext))
+	require.NoError(t, os.WriteFile(p, b, 0o600))
+	return p
+}
+
+// recordFromServer posts req (a /predict JSON object) to the server with
+// return_normalized and builds the record the flight recorder would write
+// for it: the request as sent (PNG frames as their bytes), its seed or
+// noise, and the server's own actions and action_pred.
+func recordFromServer(t *testing.T, base string, req map[string]any, protocol string) *record.Record {
+	t.Helper()
+	req["return_normalized"] = true
+	body, err := json.Marshal(req)
+	require.NoError(t, err)
+	code, hdr, rb, err := postPredict(http.DefaultClient, base, body, "application/json")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, code, "%s", rb)
+	var resp struct {
+		Actions    map[string][][]float64 `json:"actions"`
+		Keys       []string               `json:"action_keys"`
+		Embodiment string                 `json:"embodiment"`
+		Pred       [][]float64            `json:"action_pred_normalized"`
+		Timing     map[string]any         `json:"timing_ms"`
+		Noise      string                 `json:"noise_source"`
+	}
+	require.NoError(t, json.Unmarshal(rb, &resp))
+	require.NotEmpty(t, resp.Pred)
+
+	r := &record.Record{Protocol: protocol, RequestID: hdr.Get(client.RequestIDHeader), Embodiment: resp.Embodiment,
+		NoiseSource: resp.Noise, TimingMS: record.Timings{"total": resp.Timing["total"].(float64)},
+		Safety: &record.Safety{Policy: "off"}}
+	r.Request.Instruction = req["instruction"].(string)
+	for _, cam := range sortedKeys(req["images"].(map[string]any)) {
+		for i, f := range req["images"].(map[string]any)[cam].([]any) {
+			data, err := base64.StdEncoding.DecodeString(f.(string))
+			require.NoError(t, err)
+			require.True(t, bytes.HasPrefix(data, []byte("\x89PNG")), "the demo frames are PNG")
+			r.Request.Frames = append(r.Request.Frames, record.Frame{Camera: cam, Step: i, Encoding: "png", Data: data})
+		}
+	}
+	for _, g := range sortedKeys(req["state"].(map[string]any)) {
+		s := record.State{Key: g}
+		for _, x := range req["state"].(map[string]any)[g].([]any) {
+			if row, ok := x.([]any); ok { // [[D]]: one step
+				s.Steps++
+				for _, y := range row {
+					s.Values = append(s.Values, y.(float64))
+				}
+				continue
+			}
+			s.Values = append(s.Values, x.(float64))
+		}
+		r.Request.State = append(r.Request.State, s)
+	}
+	if seed, ok := req["seed"]; ok {
+		u := uint64(seed.(float64))
+		r.Seed = &u
+	}
+	if noise, ok := req["noise"].([]any); ok {
+		var flat []float32
+		for _, row := range noise {
+			for _, x := range row.([]any) {
+				flat = append(flat, float32(x.(float64)))
+			}
+		}
+		n := record.Float32s(flat, len(noise), len(flat)/len(noise))
+		r.Noise = &n
+	}
+	pred := flatten(resp.Pred)
+	p32 := make([]float32, len(pred))
+	for i, x := range pred {
+		p32[i] = float32(x)
+	}
+	ap := record.Float32s(p32, len(resp.Pred), len(resp.Pred[0]))
+	r.ActionPred = &ap
+	for _, k := range resp.Keys {
+		v := flatten(resp.Actions[k])
+		v32 := make([]float32, len(v))
+		for i, x := range v {
+			v32[i] = float32(x)
+			require.Equal(t, x, float64(v32[i]), "actions are float32 values")
+		}
+		r.Actions = append(r.Actions, record.ActionGroup{Key: k, Tensor: record.Float32s(v32, len(resp.Actions[k]), len(resp.Actions[k][0]))})
+	}
+	return r
+}
+
+// TestReplayE2E: records built from a real `gr00tgw serve`'s own answers
+// (DROID with the demo's noise, LIBERO with a seed, a ZeroMQ record with a
+// seed, an openpi record with noise openpi cannot carry) replay
+// bit-identical, over their recorded protocol where it can carry them and
+// over HTTP otherwise; one altered action value is reported, naming the
+// file, with exit status 1, and passes under a tolerance above it; a
+// corrupt file is an error row naming it.
+func TestReplayE2E(t *testing.T) {
+	bin, plugins := buildGateway(t)
+	zaddr := pickPort(t)
+	g := startGateway(t, bin, plugins, "--zmq-addr", zaddr)
+	ctx := context.Background()
+	h := client.NewHTTP(g.base, client.Options{Timeout: time.Minute})
+	demo := func(emb string) map[string]any {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second) // the non-default embodiments may still warm up
+		for {
+			d, err := h.Demo(ctx, emb)
+			if err == nil {
+				var m map[string]any
+				require.NoError(t, json.Unmarshal(d.Request, &m))
+				if emb != "" {
+					m["embodiment"] = emb
+				}
+				return m
+			}
+			require.True(t, time.Now().Before(deadline), "demo %s: %v", emb, err)
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
+	withSeed := func(m map[string]any, seed float64) map[string]any {
+		delete(m, "noise")
+		m["seed"] = seed
+		return m
+	}
+
+	dir := t.TempDir()
+	files := []string{
+		writeRecord(t, dir, 1, recordFromServer(t, g.base, demo(""), "http")),
+		writeRecord(t, dir, 2, recordFromServer(t, g.base, withSeed(demo("libero_sim"), 7), "http")),
+		writeRecord(t, dir, 3, recordFromServer(t, g.base, withSeed(demo(""), 42), "zmq")),
+		writeRecord(t, dir, 4, recordFromServer(t, g.base, demo("libero_sim"), "openpi")),
+	}
+	run := func(args ...string) (code int, stdout, stderr string) {
+		t.Helper()
+		var out, errb bytes.Buffer
+		b := captureStdout(t, func() { code = dispatch(ctx, args, &out, &errb) })
+		return code, string(b), errb.String()
+	}
+	read := func(path string) *replayReport {
+		t.Helper()
+		var r replayReport
+		require.NoError(t, json.Unmarshal([]byte(mustRead(t, path)), &r))
+		return &r
+	}
+
+	out := filepath.Join(t.TempDir(), "replay.json")
+	code, stdout, stderr := run("replay", dir, "--url", g.base, "--zmq-url", "tcp://"+zaddr, "--out", out)
+	t.Log("\n" + stdout)
+	require.Equal(t, 0, code, "%s%s", stdout, stderr)
+	assert.Contains(t, stdout, "4 requests: 4 bit-identical, 0 within tolerance 0, 0 differ, 0 errors")
+	r := read(out)
+	require.Len(t, r.Requests, 4)
+	assert.Equal(t, 4, r.BitIdentical)
+	assert.Empty(t, r.Failing)
+	assert.Equal(t, 4, r.Actions.Compared)
+	assert.Equal(t, 0.0, float64(r.Actions.MaxAbsDiff))
+	assert.Equal(t, 3, r.ActionPred.Compared, "action_pred over HTTP, not over zmq")
+	assert.Equal(t, 0.0, float64(r.ActionPred.MaxAbsDiff))
+	for i, rr := range r.Requests {
+		assert.Equal(t, filepath.Base(files[i]), rr.File)
+		assert.Equal(t, "bit-identical", rr.Status, rr.File)
+		assert.True(t, rr.Actions.BitIdentical)
+		assert.Positive(t, float64(rr.Latency.Recorded))
+		assert.Positive(t, float64(rr.Latency.Wall))
+		assert.NotEmpty(t, rr.RequestID)
+	}
+	assert.Equal(t, []string{"http", "http", "zmq", "http"}, []string{r.Requests[0].Protocol, r.Requests[1].Protocol, r.Requests[2].Protocol, r.Requests[3].Protocol})
+	assert.Equal(t, "seed 42", r.Requests[2].Noise)
+	assert.Equal(t, "noise [40 132]", r.Requests[0].Noise)
+	assert.Equal(t, "openpi carries a seed, not explicit noise", r.Requests[3].Fallback)
+	assert.Contains(t, stdout, "note: "+filepath.Base(files[3])+" went over http, not openpi")
+
+	// Forcing zmq: the records with noise cannot go over it.
+	code, stdout, stderr = run("replay", dir, "--url", g.base, "--zmq-url", "tcp://"+zaddr, "--protocol", "zmq")
+	assert.Equal(t, 1, code, stdout)
+	assert.Contains(t, stdout, "2 bit-identical, 0 within tolerance 0, 0 differ, 2 errors")
+	assert.Contains(t, stdout, "--protocol zmq cannot replay this record: zmq carries a seed, not explicit noise")
+	assert.Contains(t, stderr, filepath.Base(files[0]))
+	assert.Contains(t, stderr, filepath.Base(files[3]))
+
+	// A planted difference: one action value of the LIBERO record moved by 1e-3.
+	rec, err := record.ReadFile(files[1])
+	require.NoError(t, err)
+	v, err := rec.Actions[0].Tensor.Float32s()
+	require.NoError(t, err)
+	v[5] += 1e-3
+	rec.Actions[0].Tensor = record.Float32s(v, rec.Actions[0].Tensor.Shape...)
+	b, err := record.Marshal(rec)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(files[1], b, 0o600))
+
+	code, stdout, stderr = run("replay", dir, "--url", g.base, "--zmq-url", "tcp://"+zaddr, "--out", out)
+	t.Log("\n" + stdout)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stdout, "3 bit-identical, 0 within tolerance 0, 1 differ, 0 errors")
+	assert.Contains(t, stderr, "1 of 4 recorded requests differ beyond tolerance 0")
+	assert.Contains(t, stderr, filepath.Base(files[1])+" (request "+rec.RequestID+")")
+	r = read(out)
+	require.Equal(t, []string{filepath.Base(files[1]) + " (request " + rec.RequestID + ")"}, r.Failing)
+	planted := r.Requests[1]
+	assert.Equal(t, "differs", planted.Status)
+	assert.False(t, planted.Actions.BitIdentical)
+	assert.InDelta(t, 1e-3, float64(planted.Actions.MaxAbsDiff), 1e-6)
+	assert.True(t, planted.ActionPred.BitIdentical, "the model's output did not change")
+	assert.Contains(t, planted.Diffs[0], "actions: max|d| 0.001")
+	assert.False(t, planted.Actions.PerGroup[rec.Actions[0].Key].BitIdentical)
+
+	code, stdout, stderr = run("replay", dir, "--url", g.base, "--zmq-url", "tcp://"+zaddr, "--tolerance", "0.002")
+	assert.Equal(t, 0, code, "%s%s", stdout, stderr)
+	assert.Contains(t, stdout, "3 bit-identical, 1 within tolerance 0.002, 0 differ, 0 errors")
+
+	// A corrupt file: an error row naming it, the others still replayed.
+	bad := filepath.Join(dir, strings.Repeat("9", 19)+"-000009"+record.Ext)
+	require.NoError(t, os.WriteFile(bad, []byte("\x81\xa6format\xc1"), 0o600))
+	code, stdout, stderr = run("replay", dir, "--url", g.base, "--zmq-url", "tcp://"+zaddr, "--tolerance", "0.002")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stdout, "3 bit-identical, 1 within tolerance 0.002, 0 differ, 1 errors")
+	assert.Contains(t, stdout, "error: record: decode")
+	assert.Contains(t, stderr, filepath.Base(bad))
+}
