@@ -142,8 +142,9 @@ type replaySummary struct {
 }
 
 // replayLatency is a request's latencies in ms: the server's total as
-// recorded, and the replay's server total (0: the protocol reports none)
-// and client wall time.
+// recorded, and the replay's server total and client wall time; NaN
+// (JSON null, "-" in the table) where not known (zmq and openpi report no
+// server total; a request that was not replayed has none).
 type replayLatency struct {
 	Recorded jsonFloat `json:"recorded_total"`
 	Replayed jsonFloat `json:"replayed_total"`
@@ -440,7 +441,8 @@ func replay(ctx context.Context, c *replayConfig) (*replayReport, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		rr := &replayRequest{File: filepath.Base(lr.path)}
+		nan := jsonFloat(math.NaN())
+		rr := &replayRequest{File: filepath.Base(lr.path), Latency: replayLatency{nan, nan, nan}}
 		if lr.err != nil {
 			rr.Status, rr.Error = "error", lr.err.Error()
 		} else {
@@ -532,7 +534,10 @@ type replayAnswer struct {
 // one replays one record into rr.
 func (r *replayer) one(ctx context.Context, rec *record.Record, rr *replayRequest) {
 	rr.RequestID, rr.Embodiment, rr.Recorded = rec.RequestID, rec.Embodiment, rec.Protocol
-	rr.Latency.Recorded = jsonFloat(rec.TimingMS["total"])
+	rr.Latency.Recorded = jsonFloat(math.NaN())
+	if t, ok := rec.TimingMS["total"]; ok {
+		rr.Latency.Recorded = jsonFloat(t)
+	}
 	fail := func(err error) { rr.Status, rr.Error = "error", err.Error() }
 	if err := r.pick(rec, rr); err != nil {
 		fail(err)
@@ -776,7 +781,7 @@ func (r *replayer) sendHTTP(ctx context.Context, rec *record.Record) (*replayAns
 	if err := json.Unmarshal(rb, &a); err != nil {
 		return nil, fmt.Errorf("the answer: %w", err)
 	}
-	ans := &replayAnswer{actions: a.Actions, wall: wall}
+	ans := &replayAnswer{actions: a.Actions, wall: wall, total: math.NaN()}
 	if t, ok := a.Timing["total"].(float64); ok {
 		ans.total = t
 	}
@@ -872,7 +877,11 @@ func (r *replayer) sendRobot(ctx context.Context, proto string, rec *record.Reco
 		}
 		return &replayAnswer{wall: time.Since(t0), errMessage: err.Error(), rejected: isRejection(err.Error())}, nil
 	}
-	return &replayAnswer{actions: pr.Actions, total: pr.Timing["total"], wall: pr.Wall}, nil
+	total, ok := pr.Timing["total"]
+	if !ok {
+		total = math.NaN() // zmq and openpi report no server total
+	}
+	return &replayAnswer{actions: pr.Actions, total: total, wall: pr.Wall}, nil
 }
 
 // isTransport reports whether err means the endpoint did not answer.
@@ -943,7 +952,10 @@ func median(v []float64) float64 {
 	if len(v) == 0 {
 		return 0
 	}
-	s := slices.Clone(v)
+	s := slices.DeleteFunc(slices.Clone(v), math.IsNaN)
+	if len(s) == 0 {
+		return math.NaN()
+	}
 	slices.Sort(s)
 	if n := len(s); n%2 == 0 {
 		return (s[n/2-1] + s[n/2]) / 2
@@ -995,21 +1007,29 @@ func (rep *replayReport) printTable(w io.Writer) {
 		} else if len(rr.Diffs) > 0 {
 			status += ": " + strings.Join(rr.Diffs, "; ")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f/%.1f\t%.1f\t%s\n", rr.File, orDash(rr.Embodiment), orDash(proto), orDash(rr.Noise),
-			am, ap, pm, pp, safety, float64(rr.Latency.Recorded), float64(rr.Latency.Replayed), float64(rr.Latency.Wall), status)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s/%s\t%s\t%s\n", rr.File, orDash(rr.Embodiment), orDash(proto), orDash(rr.Noise),
+			am, ap, pm, pp, safety, fmtMS(rr.Latency.Recorded), fmtMS(rr.Latency.Replayed), fmtMS(rr.Latency.Wall), status)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nreplay %s → %s: %d requests: %d bit-identical, %d within tolerance %g, %d differ, %d errors; safety verdict changes %d\n",
 		rep.Dir, rep.URL, rep.Total, rep.BitIdentical, rep.Within, rep.Tolerance, rep.Differ, rep.Errors, rep.SafetyChanges)
-	fmt.Fprintf(w, "actions: %d compared, max|d|=%s min PCC=%.6f; action_pred: %d compared, max|d|=%s min PCC=%.6f; p50 total_ms recorded=%.1f replayed=%.1f wall_ms=%.1f\n",
+	fmt.Fprintf(w, "actions: %d compared, max|d|=%s min PCC=%.6f; action_pred: %d compared, max|d|=%s min PCC=%.6f; p50 total_ms recorded=%s replayed=%s wall_ms=%s\n",
 		rep.Actions.Compared, fmtFloat(float64(rep.Actions.MaxAbsDiff)), float64(rep.Actions.MinPCC),
 		rep.ActionPred.Compared, fmtFloat(float64(rep.ActionPred.MaxAbsDiff)), float64(rep.ActionPred.MinPCC),
-		float64(rep.Latency.Recorded), float64(rep.Latency.Replayed), float64(rep.Latency.Wall))
+		fmtMS(rep.Latency.Recorded), fmtMS(rep.Latency.Replayed), fmtMS(rep.Latency.Wall))
 	for _, rr := range rep.Requests {
 		if rr.Fallback != "" {
 			fmt.Fprintf(w, "note: %s went over http, not %s: %s\n", rr.File, rr.Recorded, rr.Fallback)
 		}
 	}
+}
+
+// fmtMS prints milliseconds, "-" when not reported (NaN).
+func fmtMS(x jsonFloat) string {
+	if math.IsNaN(float64(x)) {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", float64(x))
 }
 
 func orDash(s string) string {

@@ -254,12 +254,19 @@ func TestReplayE2E(t *testing.T) {
 		return m
 	}
 
+	withNoise := func(m map[string]any, noise any) map[string]any {
+		require.NotNil(t, noise, "the DROID demo carries the reference noise")
+		delete(m, "seed")
+		m["noise"] = noise
+		return m
+	}
+
 	dir := t.TempDir()
 	files := []string{
 		writeRecord(t, dir, 1, recordFromServer(t, g.base, demo(""), "http")),
 		writeRecord(t, dir, 2, recordFromServer(t, g.base, withSeed(demo("libero_sim"), 7), "http")),
 		writeRecord(t, dir, 3, recordFromServer(t, g.base, withSeed(demo(""), 42), "zmq")),
-		writeRecord(t, dir, 4, recordFromServer(t, g.base, demo("libero_sim"), "openpi")),
+		writeRecord(t, dir, 4, recordFromServer(t, g.base, withNoise(demo("libero_sim"), demo("")["noise"]), "openpi")),
 	}
 	run := func(args ...string) (code int, stdout, stderr string) {
 		t.Helper()
@@ -300,6 +307,14 @@ func TestReplayE2E(t *testing.T) {
 	assert.Equal(t, "noise [40 132]", r.Requests[0].Noise)
 	assert.Equal(t, "openpi carries a seed, not explicit noise", r.Requests[3].Fallback)
 	assert.Contains(t, stdout, "note: "+filepath.Base(files[3])+" went over http, not openpi")
+	var raw struct {
+		Requests []struct {
+			Latency map[string]*float64 `json:"latency_ms"`
+		} `json:"requests"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(mustRead(t, out)), &raw))
+	assert.Nil(t, raw.Requests[2].Latency["replayed_total"], "zmq reports no server total: null, not 0")
+	assert.NotNil(t, raw.Requests[0].Latency["replayed_total"])
 
 	// Forcing zmq: the records with noise cannot go over it.
 	code, stdout, stderr = run("replay", dir, "--url", g.base, "--zmq-url", "tcp://"+zaddr, "--protocol", "zmq")
