@@ -16,8 +16,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/gr00tgw/gr00tgw/client"
+	"github.com/gr00tgw/gr00tgw/client/rawobs"
 	"github.com/gr00tgw/gr00tgw/record"
 )
 
@@ -363,4 +365,102 @@ func TestReplayE2E(t *testing.T) {
 	assert.Contains(t, stdout, "3 bit-identical, 1 within tolerance 0.002, 0 differ, 1 errors")
 	assert.Contains(t, stdout, "error: record: decode")
 	assert.Contains(t, stderr, filepath.Base(bad))
+}
+
+// TestReplayBodies: the HTTP body carries the frames as recorded (raw
+// frames as {data, shape}), a flat state list, the real-time-chunking
+// options only, the noise with its batch and return_normalized; the robot
+// body carries raw frames as PNG that decodes to the same pixels, and the
+// seed.
+func TestReplayBodies(t *testing.T) {
+	pix := []byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12} // [2, 2, 3]
+	noise := record.Float32s([]float32{0.5, -1, 2, 0.25}, 1, 2, 2)
+	rec := &record.Record{Protocol: "zmq", Embodiment: "e", Noise: &noise,
+		Request: record.Request{Instruction: "go",
+			Options: map[string]any{"rtc_overlap_steps": int64(4), "seed": int64(3), "embodiment": "e"},
+			State:   []record.State{{Key: "", Steps: 1, Values: []float64{0.1, 0.2}}},
+			Frames: []record.Frame{
+				{Camera: "wrist", Step: 1, Encoding: "png", Data: []byte("\x89PNG second")},
+				{Camera: "wrist", Step: 0, Encoding: "raw", Shape: []int{2, 2, 3}, Data: pix},
+			}}}
+	b, err := httpBody(rec)
+	require.NoError(t, err)
+	var m map[string]any
+	require.NoError(t, msgpack.Unmarshal(b, &m))
+	frames := m["images"].(map[string]any)["wrist"].([]any)
+	require.Len(t, frames, 2)
+	assert.Equal(t, pix, frames[0].(map[string]any)["data"], "step 0 first, raw as {data, shape}")
+	assert.Equal(t, []byte("\x89PNG second"), frames[1], "encoded frames as the bytes recorded")
+	assert.Equal(t, []any{[]any{0.1, 0.2}}, m["state"], "a flat state list of one step")
+	assert.Equal(t, map[string]any{"rtc_overlap_steps": int64(4)}, m["options"], "only the options /predict accepts")
+	assert.Equal(t, []any{[]any{[]any{0.5, -1.0}, []any{2.0, 0.25}}}, m["noise"])
+	assert.Equal(t, true, m["return_normalized"])
+	assert.Equal(t, "go", m["instruction"])
+	assert.NotContains(t, m, "seed")
+
+	assert.Equal(t, "zmq carries a seed, not explicit noise", canCarry("zmq", rec))
+	seed := uint64(9)
+	rec.Seed = &seed
+	assert.Equal(t, "zmq carries no option rtc_overlap_steps", canCarry("zmq", rec))
+	delete(rec.Request.Options, "rtc_overlap_steps")
+	assert.Equal(t, "zmq carries state as one-step groups only", canCarry("zmq", rec))
+	rec.Request.State = []record.State{{Key: "joints", Values: []float64{0.1, 0.2}}}
+	assert.Empty(t, canCarry("zmq", rec))
+	assert.Empty(t, canCarry("http", rec))
+
+	big := make([]byte, 64*64*3) // the decoder's smallest side is 64
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	rec.Request.Frames = []record.Frame{{Camera: "wrist", Encoding: "raw", Shape: []int{64, 64, 3}, Data: big}}
+	jb, err := robotBody(rec)
+	require.NoError(t, err)
+	o, err := rawobs.FromPredictJSON(jb)
+	require.NoError(t, err)
+	require.Len(t, o.Frames["wrist"], 1)
+	assert.Equal(t, big, o.Frames["wrist"][0].Pix, "PNG decodes to the recorded pixels")
+	assert.Equal(t, uint64(9), *o.Seed)
+	assert.Equal(t, "e", o.Embodiment)
+	assert.Equal(t, map[string][]float64{"joints": {0.1, 0.2}}, o.State)
+}
+
+// TestReplaySafetyAndOutcome: a changed safety verdict and a changed
+// outcome (answered vs failed) are differences whatever the tolerance; a
+// recorded rejection rejected again is not.
+func TestReplaySafetyAndOutcome(t *testing.T) {
+	acts := []record.ActionGroup{{Key: "a", Tensor: record.Float32s([]float32{1, 2}, 2, 1)}}
+	same := map[string][][]float64{"a": {{1}, {2}}}
+	clamped := &record.Safety{Policy: "clamp", Clamped: 2, First: &record.Violation{Group: "a", Step: 1, Dim: 0, Kind: "max_step_delta"}}
+	for _, tc := range []struct {
+		name   string
+		rec    *record.Record
+		ans    *replayAnswer
+		status string
+		diff   string
+	}{
+		{"same clamp", &record.Record{Actions: acts, Safety: clamped},
+			&replayAnswer{actions: same, hasSafety: true, safety: &safetyVerdict{Clamped: 2, First: "a[1][0] max_step_delta"}}, "bit-identical", ""},
+		{"clamp count changed", &record.Record{Actions: acts, Safety: clamped},
+			&replayAnswer{actions: same, hasSafety: true, safety: &safetyVerdict{}}, "differs", "safety verdict clamped 2 (a[1][0] max_step_delta) → clamped 0"},
+		{"no verdict on replay", &record.Record{Actions: acts, Safety: clamped},
+			&replayAnswer{actions: same}, "bit-identical", ""},
+		{"rejected again", &record.Record{Error: "unsafe action", Safety: &record.Safety{Policy: "reject", Rejected: true}},
+			&replayAnswer{errMessage: "422: unsafe_action", rejected: true}, "bit-identical", ""},
+		{"now answered", &record.Record{Error: "unsafe action", Safety: &record.Safety{Policy: "reject", Rejected: true}},
+			&replayAnswer{actions: same}, "differs", "recorded as failed (unsafe action), answered on replay"},
+		{"now failing", &record.Record{Actions: acts},
+			&replayAnswer{errMessage: "500 Internal Server Error"}, "differs", "answered when recorded, failed on replay: 500"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rr := &replayRequest{}
+			(&replayer{c: &replayConfig{tolerance: 10}}).compare(tc.rec, tc.ans, rr)
+			assert.Equal(t, tc.status, rr.Status, "%v", rr.Diffs)
+			if tc.diff == "" {
+				assert.Empty(t, rr.Diffs)
+			} else {
+				require.NotEmpty(t, rr.Diffs)
+				assert.Contains(t, rr.Diffs[0], tc.diff)
+			}
+		})
+	}
 }
