@@ -90,6 +90,11 @@ func runReplay(ctx context.Context, args []string, stdout io.Writer) error {
 	if c.protocol != "" && !slices.Contains(client.Protocols, c.protocol) {
 		return fmt.Errorf("%w: --protocol %q: want one of %s", errUsage, c.protocol, strings.Join(client.Protocols, ", "))
 	}
+	if u := map[string]string{"zmq": c.zmqURL, "openpi": c.openpiURL}; c.protocol == "zmq" || c.protocol == "openpi" {
+		if u[c.protocol] == "" {
+			return fmt.Errorf("%w: --protocol %s needs --%s-url (--url is the gateway's HTTP API)", errUsage, c.protocol, c.protocol)
+		}
+	}
 	rep, err := replay(ctx, c)
 	if err != nil {
 		return err
@@ -134,7 +139,8 @@ type replayReport struct {
 	Requests []*replayRequest `json:"requests"`
 }
 
-// replaySummary is the worst of one kind of comparison over all requests.
+// replaySummary is the worst of one kind of comparison over all requests
+// (NaN, JSON null, when none was compared).
 type replaySummary struct {
 	Compared   int       `json:"compared"`
 	MaxAbsDiff jsonFloat `json:"max_abs_diff"`
@@ -923,10 +929,10 @@ func (rep *replayReport) summarise() {
 		if d == nil {
 			return
 		}
-		if s.Compared == 0 {
-			s.MinPCC = d.PCC
+		if s.Compared++; s.Compared == 1 {
+			s.MaxAbsDiff, s.MinPCC = d.MaxAbsDiff, d.PCC
+			return
 		}
-		s.Compared++
 		m, w := float64(d.MaxAbsDiff), float64(s.MaxAbsDiff)
 		if math.IsNaN(m) || math.IsNaN(w) {
 			s.MaxAbsDiff = jsonFloat(math.NaN())
@@ -937,6 +943,9 @@ func (rep *replayReport) summarise() {
 			s.MinPCC = d.PCC
 		}
 	}
+	nan := jsonFloat(math.NaN()) // null in JSON until a request is compared
+	rep.Actions = replaySummary{MaxAbsDiff: nan, MinPCC: nan}
+	rep.ActionPred = rep.Actions
 	var rec, rpl, wall []float64
 	for _, rr := range rep.Requests {
 		worst(&rep.Actions, rr.Actions)
@@ -948,10 +957,8 @@ func (rep *replayReport) summarise() {
 	rep.Latency = replayLatency{Recorded: jsonFloat(median(rec)), Replayed: jsonFloat(median(rpl)), Wall: jsonFloat(median(wall))}
 }
 
+// median is the median of v's numbers (NaN when it has none).
 func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
 	s := slices.DeleteFunc(slices.Clone(v), math.IsNaN)
 	if len(s) == 0 {
 		return math.NaN()
@@ -1013,15 +1020,20 @@ func (rep *replayReport) printTable(w io.Writer) {
 	tw.Flush()
 	fmt.Fprintf(w, "\nreplay %s → %s: %d requests: %d bit-identical, %d within tolerance %g, %d differ, %d errors; safety verdict changes %d\n",
 		rep.Dir, rep.URL, rep.Total, rep.BitIdentical, rep.Within, rep.Tolerance, rep.Differ, rep.Errors, rep.SafetyChanges)
-	fmt.Fprintf(w, "actions: %d compared, max|d|=%s min PCC=%.6f; action_pred: %d compared, max|d|=%s min PCC=%.6f; p50 total_ms recorded=%s replayed=%s wall_ms=%s\n",
-		rep.Actions.Compared, fmtFloat(float64(rep.Actions.MaxAbsDiff)), float64(rep.Actions.MinPCC),
-		rep.ActionPred.Compared, fmtFloat(float64(rep.ActionPred.MaxAbsDiff)), float64(rep.ActionPred.MinPCC),
-		fmtMS(rep.Latency.Recorded), fmtMS(rep.Latency.Replayed), fmtMS(rep.Latency.Wall))
+	fmt.Fprintf(w, "actions: %s; action_pred: %s; p50 total_ms recorded=%s replayed=%s wall_ms=%s\n",
+		rep.Actions, rep.ActionPred, fmtMS(rep.Latency.Recorded), fmtMS(rep.Latency.Replayed), fmtMS(rep.Latency.Wall))
 	for _, rr := range rep.Requests {
 		if rr.Fallback != "" {
 			fmt.Fprintf(w, "note: %s went over http, not %s: %s\n", rr.File, rr.Recorded, rr.Fallback)
 		}
 	}
+}
+
+func (s replaySummary) String() string {
+	if s.Compared == 0 {
+		return "none compared"
+	}
+	return fmt.Sprintf("%d compared, max|d|=%s min PCC=%.6f", s.Compared, fmtFloat(float64(s.MaxAbsDiff)), float64(s.MinPCC))
 }
 
 // fmtMS prints milliseconds, "-" when not reported (NaN).

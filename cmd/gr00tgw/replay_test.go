@@ -117,6 +117,7 @@ func TestReplayBadInput(t *testing.T) {
 		{[]string{"replay", empty, "--url", dead}, 1, "record directory " + empty + ": no *.gwrec files"},
 		{[]string{"replay", withRecord, "--url", dead, "--tolerance", "-1"}, 2, "--tolerance -1"},
 		{[]string{"replay", withRecord, "--url", dead, "--protocol", "grpc"}, 2, `--protocol "grpc"`},
+		{[]string{"replay", withRecord, "--url", dead, "--protocol", "zmq"}, 2, "--protocol zmq needs --zmq-url"},
 		{[]string{"replay", withRecord, "--url", dead}, 1, "--url " + dead + ": the server is unreachable"},
 	} {
 		var out, errb bytes.Buffer
