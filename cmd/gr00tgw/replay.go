@@ -246,15 +246,31 @@ func compareValues(got, want []float64) *tensorDiff {
 // compareRows compares replayed [H][D] rows with a recorded tensor,
 // checking the shape first.
 func compareRows(got [][]float64, want *record.Tensor) *tensorDiff {
+	d, _, _ := compareRowsValues(got, want)
+	return d
+}
+
+// compareRowsValues is compareRows that also returns both sides' values
+// as compared (nil on a mismatch). Against a float32 recording the
+// replayed values are rounded to float32 first: the gateway's answers
+// carry float32 values, and an encoding that writes them as the shortest
+// float32 decimal must not read as a difference.
+func compareRowsValues(got [][]float64, want *record.Tensor) (d *tensorDiff, g, w []float64) {
 	wv, shape, err := tensorValues(want)
 	if err != nil {
-		return &tensorDiff{MaxAbsDiff: jsonFloat(math.Inf(1)), PCC: jsonFloat(math.NaN()), Mismatch: err.Error()}
+		return &tensorDiff{MaxAbsDiff: jsonFloat(math.Inf(1)), PCC: jsonFloat(math.NaN()), Mismatch: err.Error()}, nil, nil
 	}
 	if gs := rowsShape(got); !shapeEqual(gs, shape) {
 		return &tensorDiff{MaxAbsDiff: jsonFloat(math.Inf(1)), PCC: jsonFloat(math.NaN()),
-			Mismatch: fmt.Sprintf("shape %v, recorded %v", gs, shape)}
+			Mismatch: fmt.Sprintf("shape %v, recorded %v", gs, shape)}, nil, nil
 	}
-	return compareValues(flatten(got), wv)
+	gv := flatten(got)
+	if want.DType == "float32" {
+		for i, x := range gv {
+			gv[i] = float64(float32(x))
+		}
+	}
+	return compareValues(gv, wv), gv, wv
 }
 
 // compareActions compares the replayed action groups with the recorded
@@ -271,14 +287,13 @@ func compareActions(got map[string][][]float64, want []record.ActionGroup) *tens
 			mismatch = append(mismatch, "group "+k+": recorded, not in the answer")
 			continue
 		}
-		gd := compareRows(g, &want[i].Tensor)
+		gd, gv, wv := compareRowsValues(g, &want[i].Tensor)
 		d.PerGroup[k] = gd
 		if gd.Mismatch != "" {
 			mismatch = append(mismatch, "group "+k+": "+gd.Mismatch)
 			continue
 		}
-		wv, _, _ := tensorValues(&want[i].Tensor)
-		all, allWant = append(all, flatten(g)...), append(allWant, wv...)
+		all, allWant = append(all, gv...), append(allWant, wv...)
 	}
 	for _, k := range sortedKeys(got) {
 		if !slices.ContainsFunc(want, func(a record.ActionGroup) bool { return a.Key == k }) {

@@ -54,6 +54,7 @@ func TestReplayCompare(t *testing.T) {
 		pccAtLeast float64
 	}{
 		{name: "identical", edit: func(map[string][][]float64) {}, identical: true, within0: true, within1e3: true, maxAbs: 0, pccAtLeast: 1},
+		{name: "a float32 written as its shortest decimal", edit: func(m map[string][][]float64) { m["arm"][0][0] = 0.1 }, identical: true, within0: true, within1e3: true, maxAbs: 0, pccAtLeast: 1},
 		{name: "within tolerance", edit: func(m map[string][][]float64) { m["arm"][1][0] += 5e-4 }, within1e3: true, maxAbs: 5e-4, pccAtLeast: 0.99},
 		{name: "beyond tolerance", edit: func(m map[string][][]float64) { m["grip"][0][0] = 0.5 }, maxAbs: 0.5},
 		{name: "negative zero is not bit-identical", edit: func(m map[string][][]float64) { m["grip"][1][0] = math.Copysign(0, -1) }, within1e3: true, maxAbs: 0, pccAtLeast: 1},
