@@ -51,7 +51,11 @@ options. Without --protocol each record goes over the protocol it was
 recorded on when that protocol can carry it and its endpoint is given
 (oip: --url; zmq: --zmq-url; openpi: --openpi-url), else over http (the
 report says why). With --protocol every record goes over that protocol, and
-one it cannot carry is an error.`
+one it cannot carry is an error.
+
+--inspect prints the recording as a table instead (time, protocol, session,
+embodiment, plugin, checkpoint, noise, frames, state, actions, safety
+verdict, server total, error) and, with --out, the same as JSON.`
 
 // replayOptionKeys are the request options HTTP /predict accepts (the
 // real-time chunking keys); other recorded option keys (a robot protocol's
@@ -67,8 +71,9 @@ type replayConfig struct {
 }
 
 func runReplay(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := newFlags("replay", "DIR --url URL [--protocol http|oip|zmq|openpi] [--out FILE.json] [--tolerance X]", replayAbout)
+	fs := newFlags("replay", "DIR --url URL [--protocol http|oip|zmq|openpi] [--out FILE.json] [--tolerance X] | DIR --inspect", replayAbout)
 	c := &replayConfig{}
+	inspect := fs.Bool("inspect", false, "print the recording as a table (no server needed) and exit")
 	fs.StringVar(&c.url, "url", "http://127.0.0.1:20000", "the gateway's HTTP API (http://HOST:PORT): http, oip and the http fallback")
 	fs.StringVar(&c.protocol, "protocol", "", "replay every record over this protocol: "+strings.Join(client.Protocols, "|")+" (empty: each record's own, else http)")
 	fs.StringVar(&c.zmqURL, "zmq-url", "", "the ZeroMQ endpoint (tcp://HOST:PORT) for records replayed over zmq")
@@ -86,6 +91,9 @@ func runReplay(ctx context.Context, args []string, stdout io.Writer) error {
 	c.dir = fs.Arg(0)
 	if math.IsNaN(c.tolerance) || c.tolerance < 0 {
 		return fmt.Errorf("%w: --tolerance %v: want a number ≥ 0", errUsage, c.tolerance)
+	}
+	if *inspect {
+		return inspectRecords(c.dir, c.out, stdout)
 	}
 	if c.protocol != "" && !slices.Contains(client.Protocols, c.protocol) {
 		return fmt.Errorf("%w: --protocol %q: want one of %s", errUsage, c.protocol, strings.Join(client.Protocols, ", "))
@@ -1064,4 +1072,113 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// inspectRow is one record as --inspect shows it.
+type inspectRow struct {
+	File       string    `json:"file"`
+	Time       string    `json:"time,omitempty"`
+	RequestID  string    `json:"request_id,omitempty"`
+	Protocol   string    `json:"protocol,omitempty"`
+	Session    string    `json:"session,omitempty"`
+	Embodiment string    `json:"embodiment,omitempty"`
+	Plugin     string    `json:"plugin,omitempty"`
+	Checkpoint string    `json:"checkpoint,omitempty"`
+	Noise      string    `json:"noise,omitempty"`
+	Frames     string    `json:"frames,omitempty"`
+	State      string    `json:"state,omitempty"`
+	Actions    string    `json:"actions,omitempty"`
+	Safety     string    `json:"safety,omitempty"`
+	TotalMS    jsonFloat `json:"total_ms"`
+	Error      string    `json:"error,omitempty"`
+}
+
+// inspectRecords prints DIR's records as a table (and writes them as JSON
+// to out when set); a file that does not decode is a row naming its error,
+// and makes the command fail after printing.
+func inspectRecords(dir, out string, w io.Writer) error {
+	recs, err := loadRecords(dir)
+	if err != nil {
+		return err
+	}
+	rows := make([]inspectRow, 0, len(recs))
+	var bad []string
+	for _, lr := range recs {
+		row := inspectRow{File: filepath.Base(lr.path), TotalMS: jsonFloat(math.NaN())}
+		if lr.err != nil {
+			row.Error = lr.err.Error()
+			bad = append(bad, row.File)
+			rows = append(rows, row)
+			continue
+		}
+		r := lr.rec
+		if r.TimeUnixNS != 0 {
+			row.Time = time.Unix(0, r.TimeUnixNS).UTC().Format("2006-01-02T15:04:05.000Z")
+		}
+		row.RequestID, row.Protocol, row.Session, row.Embodiment = r.RequestID, r.Protocol, r.Session, r.Embodiment
+		if r.Plugin.Name != "" {
+			row.Plugin = r.Plugin.Name + "@" + r.Plugin.Version
+		}
+		row.Checkpoint = r.Checkpoint
+		if len(row.Checkpoint) > 19 {
+			row.Checkpoint = row.Checkpoint[:19] + "…"
+		}
+		switch {
+		case r.Seed != nil:
+			row.Noise = fmt.Sprintf("seed %d", *r.Seed)
+		case r.Noise != nil:
+			row.Noise = fmt.Sprintf("noise %v", r.Noise.Shape)
+		default:
+			row.Noise = r.NoiseSource
+		}
+		cams := map[string]int{}
+		size := 0
+		for _, f := range r.Request.Frames {
+			cams[f.Camera]++
+			size += len(f.Data)
+		}
+		var fr []string
+		for _, k := range sortedKeys(cams) {
+			fr = append(fr, fmt.Sprintf("%s×%d", k, cams[k]))
+		}
+		if len(fr) > 0 {
+			row.Frames = fmt.Sprintf("%s (%d KB)", strings.Join(fr, " "), (size+1023)/1024)
+		}
+		var st []string
+		for _, g := range r.Request.State {
+			st = append(st, fmt.Sprintf("%s[%d]", orDash(g.Key), len(g.Values)))
+		}
+		row.State = strings.Join(st, " ")
+		var ac []string
+		for _, a := range r.Actions {
+			ac = append(ac, fmt.Sprintf("%s%v", a.Key, a.Tensor.Shape))
+		}
+		row.Actions = strings.Join(ac, " ")
+		if r.Safety != nil {
+			row.Safety = r.Safety.Policy + ": " + recordedVerdict(r.Safety).String()
+		}
+		if t, ok := r.TimingMS["total"]; ok {
+			row.TotalMS = jsonFloat(t)
+		}
+		row.Error = r.Error
+		rows = append(rows, row)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "FILE\tTIME\tPROTOCOL\tSESSION\tEMBODIMENT\tPLUGIN\tCHECKPOINT\tNOISE\tFRAMES\tSTATE\tACTIONS\tSAFETY\tTOTAL_MS\tERROR")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.File, orDash(r.Time), orDash(r.Protocol), orDash(r.Session),
+			orDash(r.Embodiment), orDash(r.Plugin), orDash(r.Checkpoint), orDash(r.Noise), orDash(r.Frames), orDash(r.State), orDash(r.Actions),
+			orDash(r.Safety), fmtMS(r.TotalMS), orDash(r.Error))
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\n%s: %d records\n", dir, len(rows))
+	if out != "" {
+		if err := writeJSONFile(out, rows); err != nil {
+			return fmt.Errorf("--out %s: %w", out, err)
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%d of %d record files do not decode: %s", len(bad), len(rows), strings.Join(bad, ", "))
+	}
+	return nil
 }

@@ -466,3 +466,43 @@ func TestReplaySafetyAndOutcome(t *testing.T) {
 		})
 	}
 }
+
+// TestReplayInspect: --inspect prints one row per record without a
+// server, --out writes the rows as JSON, and a corrupt file is a row
+// naming its error and exit status 1.
+func TestReplayInspect(t *testing.T) {
+	dir := t.TempDir()
+	seed := uint64(5)
+	acts := record.Float32s([]float32{1, 2, 3, 4}, 2, 2)
+	writeRecord(t, dir, 1, &record.Record{TimeUnixNS: 1796654646636348574, RequestID: "r1", Protocol: "zmq", Session: "s1",
+		Embodiment: "libero_sim", Plugin: record.Plugin{Name: "libero", Version: "1.2.0"}, Checkpoint: "sha256:0123456789abcdef0123",
+		Seed: &seed, TimingMS: record.Timings{"total": 12.5},
+		Request: record.Request{Instruction: "go", State: []record.State{{Key: "x", Values: []float64{1}}},
+			Frames: []record.Frame{{Camera: "image", Encoding: "png", Data: make([]byte, 2048)}}},
+		Actions: []record.ActionGroup{{Key: "arm", Tensor: acts}},
+		Safety:  &record.Safety{Policy: "clamp", Clamped: 3, First: &record.Violation{Group: "arm", Step: 1, Dim: 0, Kind: "max_step_delta"}}})
+	out := filepath.Join(t.TempDir(), "inspect.json")
+	var code int
+	var errb bytes.Buffer
+	b := captureStdout(t, func() {
+		code = dispatch(context.Background(), []string{"replay", dir, "--inspect", "--out", out}, &bytes.Buffer{}, &errb)
+	})
+	require.Equal(t, 0, code, "%s%s", b, errb.String())
+	for _, w := range []string{"2026-12-07T", "zmq", "s1", "libero_sim", "libero@1.2.0", "sha256:0123456789ab…", "seed 5", "image×1 (2 KB)", "x[1]", "arm[2 2]",
+		"clamp: clamped 3 (arm[1][0] max_step_delta)", "12.5", "1 records"} {
+		assert.Contains(t, string(b), w)
+	}
+	var rows []inspectRow
+	require.NoError(t, json.Unmarshal([]byte(mustRead(t, out)), &rows))
+	require.Len(t, rows, 1)
+	assert.Equal(t, "r1", rows[0].RequestID)
+	assert.Equal(t, 12.5, float64(rows[0].TotalMS))
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "x"+record.Ext), []byte{0xc1}, 0o600))
+	b = captureStdout(t, func() {
+		code = dispatch(context.Background(), []string{"replay", dir, "--inspect"}, &bytes.Buffer{}, &errb)
+	})
+	assert.Equal(t, 1, code)
+	assert.Contains(t, string(b), "record: decode")
+	assert.Contains(t, errb.String(), "1 of 2 record files do not decode: x.gwrec")
+}
