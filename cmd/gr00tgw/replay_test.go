@@ -223,16 +223,16 @@ func recordFromServer(t *testing.T, base string, req map[string]any, protocol st
 }
 
 // TestReplayE2E: records built from a real `gr00tgw serve`'s own answers
-// (DROID with the demo's noise, LIBERO with a seed, a ZeroMQ record with a
-// seed, an openpi record with noise openpi cannot carry) replay
-// bit-identical, over their recorded protocol where it can carry them and
+// (DROID with the demo's noise, LIBERO with a seed, ZeroMQ, openpi and OIP
+// records with a seed, an openpi record with noise openpi cannot carry)
+// replay bit-identical, over their recorded protocol where it can carry them and
 // over HTTP otherwise; one altered action value is reported, naming the
 // file, with exit status 1, and passes under a tolerance above it; a
 // corrupt file is an error row naming it.
 func TestReplayE2E(t *testing.T) {
 	bin, plugins := buildGateway(t)
-	zaddr := pickPort(t)
-	g := startGateway(t, bin, plugins, "--zmq-addr", zaddr)
+	zaddr, oaddr := pickPort(t), pickPort(t)
+	g := startGateway(t, bin, plugins, "--zmq-addr", zaddr, "--openpi-addr", oaddr)
 	ctx := context.Background()
 	h := client.NewHTTP(g.base, client.Options{Timeout: time.Minute})
 	demo := func(emb string) map[string]any {
@@ -271,7 +271,10 @@ func TestReplayE2E(t *testing.T) {
 		writeRecord(t, dir, 2, recordFromServer(t, g.base, withSeed(demo("libero_sim"), 7), "http")),
 		writeRecord(t, dir, 3, recordFromServer(t, g.base, withSeed(demo(""), 42), "zmq")),
 		writeRecord(t, dir, 4, recordFromServer(t, g.base, withNoise(demo("libero_sim"), demo("")["noise"]), "openpi")),
+		writeRecord(t, dir, 5, recordFromServer(t, g.base, withSeed(demo("libero_sim"), 11), "openpi")),
+		writeRecord(t, dir, 6, recordFromServer(t, g.base, withSeed(demo(""), 3), "oip")),
 	}
+	robots := []string{"--zmq-url", "tcp://" + zaddr, "--openpi-url", "ws://" + oaddr}
 	run := func(args ...string) (code int, stdout, stderr string) {
 		t.Helper()
 		var out, errb bytes.Buffer
@@ -286,17 +289,17 @@ func TestReplayE2E(t *testing.T) {
 	}
 
 	out := filepath.Join(t.TempDir(), "replay.json")
-	code, stdout, stderr := run("replay", dir, "--url", g.base, "--zmq-url", "tcp://"+zaddr, "--out", out)
+	code, stdout, stderr := run("replay", dir, "--url", g.base, robots[0], robots[1], robots[2], robots[3], "--out", out)
 	t.Log("\n" + stdout)
 	require.Equal(t, 0, code, "%s%s", stdout, stderr)
-	assert.Contains(t, stdout, "4 requests: 4 bit-identical, 0 within tolerance 0, 0 differ, 0 errors")
+	assert.Contains(t, stdout, "6 requests: 6 bit-identical, 0 within tolerance 0, 0 differ, 0 errors")
 	r := read(out)
-	require.Len(t, r.Requests, 4)
-	assert.Equal(t, 4, r.BitIdentical)
+	require.Len(t, r.Requests, 6)
+	assert.Equal(t, 6, r.BitIdentical)
 	assert.Empty(t, r.Failing)
-	assert.Equal(t, 4, r.Actions.Compared)
+	assert.Equal(t, 6, r.Actions.Compared)
 	assert.Equal(t, 0.0, float64(r.Actions.MaxAbsDiff))
-	assert.Equal(t, 3, r.ActionPred.Compared, "action_pred over HTTP, not over zmq")
+	assert.Equal(t, 3, r.ActionPred.Compared, "action_pred over HTTP, not over zmq, openpi, oip")
 	assert.Equal(t, 0.0, float64(r.ActionPred.MaxAbsDiff))
 	for i, rr := range r.Requests {
 		assert.Equal(t, filepath.Base(files[i]), rr.File)
@@ -306,7 +309,11 @@ func TestReplayE2E(t *testing.T) {
 		assert.Positive(t, float64(rr.Latency.Wall))
 		assert.NotEmpty(t, rr.RequestID)
 	}
-	assert.Equal(t, []string{"http", "http", "zmq", "http"}, []string{r.Requests[0].Protocol, r.Requests[1].Protocol, r.Requests[2].Protocol, r.Requests[3].Protocol})
+	var protos []string
+	for _, rr := range r.Requests {
+		protos = append(protos, rr.Protocol)
+	}
+	assert.Equal(t, []string{"http", "http", "zmq", "http", "openpi", "oip"}, protos)
 	assert.Equal(t, "seed 42", r.Requests[2].Noise)
 	assert.Equal(t, "noise [40 132]", r.Requests[0].Noise)
 	assert.Equal(t, "openpi carries a seed, not explicit noise", r.Requests[3].Fallback)
@@ -321,9 +328,9 @@ func TestReplayE2E(t *testing.T) {
 	assert.NotNil(t, raw.Requests[0].Latency["replayed_total"])
 
 	// Forcing zmq: the records with noise cannot go over it.
-	code, stdout, stderr = run("replay", dir, "--url", g.base, "--zmq-url", "tcp://"+zaddr, "--protocol", "zmq")
+	code, stdout, stderr = run("replay", dir, "--url", g.base, robots[0], robots[1], robots[2], robots[3], "--protocol", "zmq")
 	assert.Equal(t, 1, code, stdout)
-	assert.Contains(t, stdout, "2 bit-identical, 0 within tolerance 0, 0 differ, 2 errors")
+	assert.Contains(t, stdout, "4 bit-identical, 0 within tolerance 0, 0 differ, 2 errors")
 	assert.Contains(t, stdout, "--protocol zmq cannot replay this record: zmq carries a seed, not explicit noise")
 	assert.Contains(t, stderr, filepath.Base(files[0]))
 	assert.Contains(t, stderr, filepath.Base(files[3]))
@@ -339,11 +346,11 @@ func TestReplayE2E(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(files[1], b, 0o600))
 
-	code, stdout, stderr = run("replay", dir, "--url", g.base, "--zmq-url", "tcp://"+zaddr, "--out", out)
+	code, stdout, stderr = run("replay", dir, "--url", g.base, robots[0], robots[1], robots[2], robots[3], "--out", out)
 	t.Log("\n" + stdout)
 	assert.Equal(t, 1, code)
-	assert.Contains(t, stdout, "3 bit-identical, 0 within tolerance 0, 1 differ, 0 errors")
-	assert.Contains(t, stderr, "1 of 4 recorded requests differ beyond tolerance 0")
+	assert.Contains(t, stdout, "5 bit-identical, 0 within tolerance 0, 1 differ, 0 errors")
+	assert.Contains(t, stderr, "1 of 6 recorded requests differ beyond tolerance 0")
 	assert.Contains(t, stderr, filepath.Base(files[1])+" (request "+rec.RequestID+")")
 	r = read(out)
 	require.Equal(t, []string{filepath.Base(files[1]) + " (request " + rec.RequestID + ")"}, r.Failing)
@@ -355,16 +362,16 @@ func TestReplayE2E(t *testing.T) {
 	assert.Contains(t, planted.Diffs[0], "actions: max|d| 0.001")
 	assert.False(t, planted.Actions.PerGroup[rec.Actions[0].Key].BitIdentical)
 
-	code, stdout, stderr = run("replay", dir, "--url", g.base, "--zmq-url", "tcp://"+zaddr, "--tolerance", "0.002")
+	code, stdout, stderr = run("replay", dir, "--url", g.base, robots[0], robots[1], robots[2], robots[3], "--tolerance", "0.002")
 	assert.Equal(t, 0, code, "%s%s", stdout, stderr)
-	assert.Contains(t, stdout, "3 bit-identical, 1 within tolerance 0.002, 0 differ, 0 errors")
+	assert.Contains(t, stdout, "5 bit-identical, 1 within tolerance 0.002, 0 differ, 0 errors")
 
 	// A corrupt file: an error row naming it, the others still replayed.
 	bad := filepath.Join(dir, strings.Repeat("9", 19)+"-000009"+record.Ext)
 	require.NoError(t, os.WriteFile(bad, []byte("\x81\xa6format\xc1"), 0o600))
-	code, stdout, stderr = run("replay", dir, "--url", g.base, "--zmq-url", "tcp://"+zaddr, "--tolerance", "0.002")
+	code, stdout, stderr = run("replay", dir, "--url", g.base, robots[0], robots[1], robots[2], robots[3], "--tolerance", "0.002")
 	assert.Equal(t, 1, code)
-	assert.Contains(t, stdout, "3 bit-identical, 1 within tolerance 0.002, 0 differ, 1 errors")
+	assert.Contains(t, stdout, "5 bit-identical, 1 within tolerance 0.002, 0 differ, 1 errors")
 	assert.Contains(t, stdout, "error: record: decode")
 	assert.Contains(t, stderr, filepath.Base(bad))
 }
