@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/gr00tgw/gr00tgw/gateway"
-	"github.com/gr00tgw/gr00tgw/gateway/wire"
+	"github.com/gr00tgw/gr00tgw/wire"
 )
 
 // Observation keys.

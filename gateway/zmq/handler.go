@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/gr00tgw/gr00tgw/gateway"
-	"github.com/gr00tgw/gr00tgw/gateway/wire"
+	"github.com/gr00tgw/gr00tgw/wire"
 )
 
 // Endpoints served, as Isaac-GR00T's PolicyServer registers them.

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/gr00tgw/gr00tgw/gateway/internal/pytest"
+	"github.com/gr00tgw/gr00tgw/internal/pytest"
 )
 
 // echoServer accepts ZMTP connections as ROUTER and answers every message

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/gr00tgw/gr00tgw/gateway/internal/pytest"
+	"github.com/gr00tgw/gr00tgw/internal/pytest"
 )
 
 func unhex(t testing.TB, s string) []byte {
