@@ -10,8 +10,8 @@ import (
 
 	"github.com/gr00tgw/gr00tgw/gateway/openpi/openpiclient"
 	"github.com/gr00tgw/gr00tgw/gateway/rawobs"
-	"github.com/gr00tgw/gr00tgw/wire"
 	"github.com/gr00tgw/gr00tgw/gateway/zmq/zmqclient"
+	"github.com/gr00tgw/gr00tgw/wire"
 )
 
 // The robot protocols behind smoke and bench (--protocol zmq|openpi|oip).

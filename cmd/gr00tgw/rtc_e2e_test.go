@@ -15,8 +15,8 @@ import (
 	"github.com/gr00tgw/gr00tgw/gateway"
 	"github.com/gr00tgw/gr00tgw/gateway/openpi/openpiclient"
 	"github.com/gr00tgw/gr00tgw/gateway/rawobs"
-	"github.com/gr00tgw/gr00tgw/wire"
 	"github.com/gr00tgw/gr00tgw/gateway/zmq/zmqclient"
+	"github.com/gr00tgw/gr00tgw/wire"
 )
 
 // TestE2ERTCStateless: real-time chunking over HTTP on the real binary and

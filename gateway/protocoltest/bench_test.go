@@ -17,8 +17,8 @@ import (
 	"github.com/gr00tgw/gr00tgw/gateway/oip/oipclient"
 	"github.com/gr00tgw/gr00tgw/gateway/openpi/openpiclient"
 	"github.com/gr00tgw/gr00tgw/gateway/rawobs"
-	"github.com/gr00tgw/gr00tgw/wire"
 	"github.com/gr00tgw/gr00tgw/gateway/zmq/zmqclient"
+	"github.com/gr00tgw/gr00tgw/wire"
 )
 
 // BenchmarkDROIDRequest serves the DROID demo over each protocol and

@@ -24,17 +24,18 @@ import (
 
 	"github.com/gr00tgw/gr00tgw/config"
 	_ "github.com/gr00tgw/gr00tgw/device/cpu" // registers backend "cpu"
+	"github.com/gr00tgw/gr00tgw/frontend"
 	"github.com/gr00tgw/gr00tgw/gateway"
 	"github.com/gr00tgw/gr00tgw/gateway/adapt"
-	"github.com/gr00tgw/gr00tgw/internal/pytest"
 	"github.com/gr00tgw/gr00tgw/gateway/oip"
 	"github.com/gr00tgw/gr00tgw/gateway/openpi"
 	"github.com/gr00tgw/gr00tgw/gateway/openpi/openpiclient"
 	"github.com/gr00tgw/gr00tgw/gateway/rawobs"
-	"github.com/gr00tgw/gr00tgw/wire"
 	"github.com/gr00tgw/gr00tgw/gateway/zmq"
 	"github.com/gr00tgw/gr00tgw/gateway/zmq/zmqclient"
+	"github.com/gr00tgw/gr00tgw/internal/pytest"
 	"github.com/gr00tgw/gr00tgw/plugins/plugintest"
+	"github.com/gr00tgw/gr00tgw/wire"
 )
 
 const (
@@ -126,11 +127,11 @@ func start() (*env, error) {
 	if !srv.WaitBound(context.Background()) {
 		return nil, fmt.Errorf("embodiments not bound")
 	}
-	zs, err := zmq.New(zmq.Options{Gateway: srv, Token: zmqToken, MaxMessageBytes: maxMessage, Logger: log})
+	zs, err := zmq.New(zmq.Options{Gateway: srv, Token: zmqToken, Limits: frontend.Limits{MaxMessageBytes: maxMessage}, Logger: log})
 	if err != nil {
 		return nil, err
 	}
-	ps, err := openpi.New(openpi.Options{Gateway: srv, APIKey: openpiKey, MaxMessageBytes: maxMessage, Logger: log})
+	ps, err := openpi.New(openpi.Options{Gateway: srv, APIKey: openpiKey, Limits: frontend.Limits{MaxMessageBytes: maxMessage}, Logger: log})
 	if err != nil {
 		return nil, err
 	}

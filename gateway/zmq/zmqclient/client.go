@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/gr00tgw/gr00tgw/gateway/rawobs"
-	"github.com/gr00tgw/gr00tgw/wire"
 	"github.com/gr00tgw/gr00tgw/gateway/zmq/internal/zmtp"
+	"github.com/gr00tgw/gr00tgw/wire"
 )
 
 // DefaultTimeout is upstream PolicyClient's per-call timeout.
