@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"strconv"
-	"strings"
+
+	"github.com/gr00tgw/gr00tgw/core/npy"
 )
 
 // npyMagic starts every .npy file.
@@ -23,202 +23,25 @@ func ParseNPY(b []byte) (*Array, error) {
 	fail := func(format string, args ...any) (*Array, error) {
 		return nil, fmt.Errorf("%w: .npy: %s", ErrArray, fmt.Sprintf(format, args...))
 	}
-	if len(b) < 10 || string(b[:6]) != npyMagic {
-		return fail("not a .npy file (no \\x93NUMPY magic)")
-	}
-	major, minor := b[6], b[7]
-	var hlen, off int
-	switch major {
-	case 1:
-		hlen, off = int(binary.LittleEndian.Uint16(b[8:10])), 10
-	case 2, 3:
-		if len(b) < 12 {
-			return fail("truncated before the header length")
-		}
-		u := binary.LittleEndian.Uint32(b[8:12])
-		if u > MaxNPYHeader {
-			return fail("header of %d bytes (at most %d)", u, MaxNPYHeader)
-		}
-		hlen, off = int(u), 12
-	default:
-		return fail("format version %d.%d (want 1.0, 2.0 or 3.0)", major, minor)
-	}
-	if hlen > MaxNPYHeader {
-		return fail("header of %d bytes (at most %d)", hlen, MaxNPYHeader)
-	}
-	if hlen > len(b)-off {
-		return fail("header of %d bytes, %d left", hlen, len(b)-off)
-	}
-	descr, fortran, shape, err := parseNPYHeader(string(b[off : off+hlen]))
+	hd, data, err := npy.Decode(b, MaxNPYHeader)
 	if err != nil {
-		return fail("header: %v", err)
+		return fail("%v", err)
 	}
-	if fortran {
+	if hd.Fortran {
 		return fail("header: fortran_order True (want C order)")
 	}
-	d, err := normalizeDType(descr)
+	d, err := normalizeDType(hd.Descr)
 	if err != nil {
 		return fail("header: descr: %v", err)
 	}
-	n, err := elements(shape)
+	n, err := elements(hd.Shape)
 	if err != nil {
 		return fail("header: shape: %v", err)
 	}
-	data := b[off+hlen:]
 	if size := dtypes[d].size; len(data) != n*size {
-		return fail("%d data bytes for %s %s (want %d)", len(data), dtypes[d].name, ShapeString(shape), n*size)
+		return fail("%d data bytes for %s %s (want %d)", len(data), dtypes[d].name, ShapeString(hd.Shape), n*size)
 	}
-	return &Array{DType: d, Shape: shape, Data: data}, nil
-}
-
-// parseNPYHeader reads the header's Python dict literal: exactly the keys
-// 'descr' (a str), 'fortran_order' (True/False) and 'shape' (a tuple of
-// integers), in any order, with optional trailing comma and padding.
-func parseNPYHeader(h string) (descr string, fortran bool, shape []int, err error) {
-	p := hparser{s: h}
-	p.ws()
-	if !p.eat('{') {
-		return "", false, nil, fmt.Errorf("want a dict literal")
-	}
-	seen := map[string]bool{}
-	for {
-		p.ws()
-		if p.eat('}') {
-			break
-		}
-		key, err := p.str()
-		if err != nil {
-			return "", false, nil, err
-		}
-		if seen[key] {
-			return "", false, nil, fmt.Errorf("key %q twice", key)
-		}
-		seen[key] = true
-		p.ws()
-		if !p.eat(':') {
-			return "", false, nil, fmt.Errorf("want ':' after %q", key)
-		}
-		p.ws()
-		switch key {
-		case "descr":
-			if descr, err = p.str(); err != nil {
-				return "", false, nil, fmt.Errorf("descr: %v (structured dtypes are refused)", err)
-			}
-		case "fortran_order":
-			switch {
-			case p.word("True"):
-				fortran = true
-			case p.word("False"):
-			default:
-				return "", false, nil, fmt.Errorf("fortran_order: want True or False")
-			}
-		case "shape":
-			if shape, err = p.tuple(); err != nil {
-				return "", false, nil, fmt.Errorf("shape: %v", err)
-			}
-		default:
-			return "", false, nil, fmt.Errorf("unknown key %q", key)
-		}
-		p.ws()
-		if p.eat(',') {
-			continue
-		}
-		p.ws()
-		if !p.eat('}') {
-			return "", false, nil, fmt.Errorf("want ',' or '}' at offset %d", p.i)
-		}
-		break
-	}
-	if rest := strings.TrimRight(h[p.i:], " \n\x00"); rest != "" {
-		return "", false, nil, fmt.Errorf("%d bytes after the dict", len(rest))
-	}
-	for _, k := range []string{"descr", "fortran_order", "shape"} {
-		if !seen[k] {
-			return "", false, nil, fmt.Errorf("missing key %q", k)
-		}
-	}
-	return descr, fortran, shape, nil
-}
-
-type hparser struct {
-	s string
-	i int
-}
-
-func (p *hparser) ws() {
-	for p.i < len(p.s) && (p.s[p.i] == ' ' || p.s[p.i] == '\t' || p.s[p.i] == '\n') {
-		p.i++
-	}
-}
-
-func (p *hparser) eat(c byte) bool {
-	if p.i < len(p.s) && p.s[p.i] == c {
-		p.i++
-		return true
-	}
-	return false
-}
-
-func (p *hparser) word(w string) bool {
-	if strings.HasPrefix(p.s[p.i:], w) {
-		p.i += len(w)
-		return true
-	}
-	return false
-}
-
-func (p *hparser) str() (string, error) {
-	if p.i >= len(p.s) || (p.s[p.i] != '\'' && p.s[p.i] != '"') {
-		return "", fmt.Errorf("want a quoted string at offset %d", p.i)
-	}
-	q := p.s[p.i]
-	end := strings.IndexByte(p.s[p.i+1:], q)
-	if end < 0 {
-		return "", fmt.Errorf("unterminated string at offset %d", p.i)
-	}
-	s := p.s[p.i+1 : p.i+1+end]
-	if strings.IndexByte(s, '\\') >= 0 {
-		return "", fmt.Errorf("escape in string at offset %d", p.i)
-	}
-	p.i += end + 2
-	return s, nil
-}
-
-func (p *hparser) tuple() ([]int, error) {
-	if !p.eat('(') {
-		return nil, fmt.Errorf("want a tuple")
-	}
-	shape := []int{}
-	for {
-		p.ws()
-		if p.eat(')') {
-			return shape, nil
-		}
-		if len(shape) == MaxDims {
-			return nil, fmt.Errorf("more than %d dimensions", MaxDims)
-		}
-		j := p.i
-		for j < len(p.s) && p.s[j] >= '0' && p.s[j] <= '9' {
-			j++
-		}
-		// Python 2 era headers wrote long integers as 3L.
-		n, err := strconv.Atoi(p.s[p.i:j])
-		if err != nil || j-p.i > 10 {
-			return nil, fmt.Errorf("want a non-negative integer at offset %d", p.i)
-		}
-		p.i = j
-		p.eat('L')
-		shape = append(shape, n)
-		p.ws()
-		if p.eat(',') {
-			continue
-		}
-		p.ws()
-		if !p.eat(')') {
-			return nil, fmt.Errorf("want ',' or ')' at offset %d", p.i)
-		}
-		return shape, nil
-	}
+	return &Array{DType: d, Shape: hd.Shape, Data: data}, nil
 }
 
 // AppendNPY appends a as a .npy file (format 1.0, the header padded to a
