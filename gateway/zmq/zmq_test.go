@@ -734,5 +734,5 @@ func TestGetActionRTCOptions(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.field)
 		})
 	}
-	assert.Equal(t, "options.rtc_prev_action", protoField("rtc_prev_action", 0, false))
+	assert.Equal(t, "options.rtc_prev_action", protoError(gateway.Invalid("rtc_prev_action", "rtc_prev_action: x"), 0, false).(*gateway.HandlerError).Field)
 }
