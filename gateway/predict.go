@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/vmihailenco/msgpack/v5"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/gr00tgw/gr00tgw/device"
+	"github.com/gr00tgw/gr00tgw/wire"
 )
 
 // MIMEMsgpack is the msgpack media type accepted and produced by /predict
@@ -115,7 +115,7 @@ func (s *Server) predict(c *fiber.Ctx) (err error) {
 		"device_ms", resp.TimingMS.Device, "total_ms", resp.TimingMS.Total})
 
 	if wantsMsgpack(c) {
-		b, err := msgpack.Marshal(resp)
+		b, err := wire.Marshal(resp, wire.EncodingNPY)
 		if err != nil {
 			return fmt.Errorf("encode response: %w", err)
 		}

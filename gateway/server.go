@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/vmihailenco/msgpack/v5"
 	"log/slog"
 	"math"
 	"net"
@@ -33,6 +32,7 @@ import (
 	"github.com/gr00tgw/gr00tgw/config"
 	"github.com/gr00tgw/gr00tgw/device"
 	"github.com/gr00tgw/gr00tgw/gateway/secure"
+	"github.com/gr00tgw/gr00tgw/wire"
 )
 
 // Lifecycle states.
@@ -549,7 +549,7 @@ func (s *Server) renderError(c *fiber.Ctx, err error) {
 	msg := he.Err.Error()
 	body := errorBody{Error: msg, Code: he.Code, Field: he.Field, Detail: msg, RequestID: rid}
 	if wantsMsgpack(c) {
-		if b, err := msgpack.Marshal(body); err == nil {
+		if b, err := wire.Marshal(body, wire.EncodingNPY); err == nil {
 			c.Set(fiber.HeaderContentType, MIMEMsgpack)
 			_ = c.Send(b)
 			return
