@@ -25,7 +25,8 @@ type FrontEnd interface {
 	Name() string
 	// Serve accepts connections on ln until Shutdown, then returns an
 	// error matching ErrServerClosed; any other error (accepting failed)
-	// is returned as it happens. ln is closed when Serve returns.
+	// is returned as it happens. Shutdown closes the listeners Serve
+	// runs on.
 	Serve(ln net.Listener) error
 	// Shutdown stops accepting, lets the requests in flight answer and
 	// returns when every connection is closed; when ctx ends first, the

@@ -1,10 +1,14 @@
-// Package wire holds the codecs the robot-protocol front ends (gateway/zmq,
-// gateway/openpi) and their clients share: a bounds-checked,
-// allocation-limited msgpack decoder that keeps map keys' kind (str or
-// bin), a msgpack encoder that writes bin keys as bin, and the three numpy
-// array encodings found in the field (Isaac-GR00T N1.7's .npy-in-msgpack,
-// msgpack_numpy's bin-keyed maps, openpi's bin-keyed maps) plus .npy
-// itself.
+// Package wire is the one wire codec of the gateway: every front end
+// (HTTP's msgpack bodies and responses, gateway/zmq, gateway/openpi) and
+// every client decodes and encodes msgpack here. It holds a
+// bounds-checked, allocation-limited msgpack decoder that keeps map keys'
+// kind (str or bin), a msgpack encoder that writes bin keys as bin and
+// structs by their msgpack tags, the three numpy array encodings found in
+// the field (Isaac-GR00T N1.7's .npy-in-msgpack, msgpack_numpy's bin-keyed
+// maps, openpi's bin-keyed maps) plus .npy itself (its header read by
+// core/npy's parser, the one in the tree), and the field error every
+// protocol reports (FieldError: a Path and what is wrong, so a protocol
+// renames a field by editing its path).
 //
 // Everything here parses untrusted bytes: every declared length is checked
 // against the bytes that are actually there before anything is allocated,
