@@ -11,7 +11,7 @@ import (
 	"github.com/gr00tgw/gr00tgw/client/openpiclient"
 	"github.com/gr00tgw/gr00tgw/client/rawobs"
 	"github.com/gr00tgw/gr00tgw/client/zmqclient"
-	"github.com/gr00tgw/gr00tgw/gateway/wire"
+	"github.com/gr00tgw/gr00tgw/wire"
 )
 
 // The robot protocols (zmq, openpi, oip) carry raw uint8 frames and a seed

@@ -13,8 +13,7 @@ import (
 // BenchmarkDecodeJSONDemo: the stages of the /predict "parse" timing on
 // the DROID demo body (testdata/droid_request.json: four base64 PNG frames,
 // the state groups, the instruction and a 40×132 noise array of JSON
-// numbers, 245 KB): the UTF-8 check, parseJSON's tree (tree-old: the
-// parser before the allocation-free number path), parseRequest's
+// numbers, 245 KB): the UTF-8 check, parseJSON's tree, parseRequest's
 // schema pass, the whole of decodeJSON, and encoding/json with UseNumber
 // for scale.
 //
@@ -38,7 +37,6 @@ func BenchmarkDecodeJSONDemo(b *testing.B) {
 			}
 			return nil
 		}},
-		{"tree-old", func() error { _, err := parseJSONOld(body); return err }},
 		{"tree", func() error { _, err := parseJSON(body); return err }},
 		{"schema", func() error { _, err := parseRequest(tree); return err }},
 		{"decodeJSON", func() error { _, err := decodeJSON(body); return err }},

@@ -3,7 +3,7 @@ package service
 import (
 	"math"
 
-	"github.com/gr00tgw/gr00tgw/gateway/wire"
+	"github.com/gr00tgw/gr00tgw/wire"
 )
 
 // RTCFromWire reads real-time chunking from a robot protocol's options map

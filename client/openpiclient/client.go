@@ -18,7 +18,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/gr00tgw/gr00tgw/client/rawobs"
-	"github.com/gr00tgw/gr00tgw/gateway/wire"
+	"github.com/gr00tgw/gr00tgw/wire"
 )
 
 // Options configure Dial.

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/gr00tgw/gr00tgw/client/rawobs"
-	"github.com/gr00tgw/gr00tgw/gateway/wire"
+	"github.com/gr00tgw/gr00tgw/wire"
 	"github.com/gr00tgw/gr00tgw/wire/zmtp"
 )
 

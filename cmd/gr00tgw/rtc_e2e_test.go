@@ -15,8 +15,8 @@ import (
 	"github.com/gr00tgw/gr00tgw/client/openpiclient"
 	"github.com/gr00tgw/gr00tgw/client/rawobs"
 	"github.com/gr00tgw/gr00tgw/client/zmqclient"
-	"github.com/gr00tgw/gr00tgw/gateway/wire"
 	"github.com/gr00tgw/gr00tgw/service"
+	"github.com/gr00tgw/gr00tgw/wire"
 )
 
 // TestE2ERTCStateless: real-time chunking over HTTP on the real binary and

@@ -257,15 +257,51 @@ func formatErr(f string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrFormat, fmt.Sprintf(f, args...))
 }
 
-// parseHeader parses the Python dict literal of a .npy header, e.g.
-// {'descr': '<f4', 'fortran_order': False, 'shape': (4, 3), }.
+// parseHeader parses a header read by Read and checks it against the
+// dtypes and the C order this package supports.
 func parseHeader(h string) (dtype string, shape []int, err error) {
-	p := &hparser{s: strings.TrimRight(h, " \n\x00")}
+	hd, err := ParseHeader(h)
+	if err != nil {
+		return "", nil, formatErr("header: %v", err)
+	}
+	dt, ok := descrs[hd.Descr]
+	if !ok {
+		return "", nil, formatErr("header: unsupported descr %q (want one of <f4 <f8 |u1 <i4 <i8 |b1)", hd.Descr)
+	}
+	if hd.Fortran {
+		return "", nil, formatErr("header: fortran_order True is not supported")
+	}
+	return dt, hd.Shape, nil
+}
+
+// Header is a .npy header's dictionary.
+type Header struct {
+	// Descr is the dtype as written, e.g. "<f4" (a str: structured dtypes
+	// are refused by ParseHeader).
+	Descr string
+	// Fortran is fortran_order.
+	Fortran bool
+	// Shape is the shape tuple; empty for a 0-d array.
+	Shape []int
+}
+
+// ParseHeader parses a .npy header's Python dict literal, e.g.
+// {'descr': '<f4', 'fortran_order': False, 'shape': (4, 3), }: exactly the
+// keys 'descr' (a str without escapes), 'fortran_order' (True or False)
+// and 'shape' (a tuple of non-negative integers of at most 18 digits,
+// Python 2's 3L accepted; the header's length bounds their number), in any order, each once,
+// with an optional trailing comma and trailing padding (spaces, newlines,
+// NULs). It is the one .npy header parser of the tree (Read here, the
+// wire codec's ParseNPY). Errors name the key or offset at fault and do
+// not wrap ErrFormat: callers say what they were reading.
+func ParseHeader(h string) (Header, error) {
+	var hd Header
+	p := hparser{s: h}
 	p.ws()
 	if !p.eat('{') {
-		return "", nil, formatErr("header: want '{' at offset %d in %q", p.i, h)
+		return hd, fmt.Errorf("want a dict literal")
 	}
-	var haveDescr, haveOrder, haveShape bool
+	seen := map[string]bool{}
 	for {
 		p.ws()
 		if p.eat('}') {
@@ -273,60 +309,95 @@ func parseHeader(h string) (dtype string, shape []int, err error) {
 		}
 		key, err := p.str()
 		if err != nil {
-			return "", nil, err
+			return hd, err
 		}
+		if seen[key] {
+			return hd, fmt.Errorf("key %q twice", key)
+		}
+		seen[key] = true
 		p.ws()
 		if !p.eat(':') {
-			return "", nil, formatErr("header: want ':' after key %q at offset %d", key, p.i)
+			return hd, fmt.Errorf("want ':' after %q", key)
 		}
 		p.ws()
 		switch key {
 		case "descr":
-			d, err := p.str()
-			if err != nil {
-				return "", nil, err
+			if hd.Descr, err = p.str(); err != nil {
+				return hd, fmt.Errorf("descr: %v (structured dtypes are refused)", err)
 			}
-			dt, ok := descrs[d]
-			if !ok {
-				return "", nil, formatErr("header: unsupported descr %q (want one of <f4 <f8 |u1 <i4 <i8 |b1)", d)
-			}
-			dtype, haveDescr = dt, true
 		case "fortran_order":
 			switch {
-			case p.word("False"):
 			case p.word("True"):
-				return "", nil, formatErr("header: fortran_order True is not supported")
+				hd.Fortran = true
+			case p.word("False"):
 			default:
-				return "", nil, formatErr("header: fortran_order must be True or False at offset %d", p.i)
+				return hd, fmt.Errorf("fortran_order: want True or False")
 			}
-			haveOrder = true
 		case "shape":
-			shape, err = p.tuple()
-			if err != nil {
-				return "", nil, err
+			if hd.Shape, err = p.tuple(); err != nil {
+				return hd, fmt.Errorf("shape: %v", err)
 			}
-			haveShape = true
 		default:
-			return "", nil, formatErr("header: unexpected key %q", key)
+			return hd, fmt.Errorf("unknown key %q", key)
 		}
 		p.ws()
 		if p.eat(',') {
 			continue
 		}
 		p.ws()
-		if p.eat('}') {
-			break
+		if !p.eat('}') {
+			return hd, fmt.Errorf("want ',' or '}' at offset %d", p.i)
 		}
-		return "", nil, formatErr("header: want ',' or '}' at offset %d", p.i)
+		break
 	}
-	p.ws()
-	if p.i != len(p.s) {
-		return "", nil, formatErr("header: trailing bytes after '}' at offset %d", p.i)
+	if rest := strings.TrimRight(h[p.i:], " \n\x00"); rest != "" {
+		return hd, fmt.Errorf("%d bytes after the dict", len(rest))
 	}
-	if !haveDescr || !haveOrder || !haveShape {
-		return "", nil, formatErr("header: missing key (descr %v, fortran_order %v, shape %v)", haveDescr, haveOrder, haveShape)
+	for _, k := range []string{"descr", "fortran_order", "shape"} {
+		if !seen[k] {
+			return hd, fmt.Errorf("missing key %q", k)
+		}
 	}
-	return dtype, shape, nil
+	return hd, nil
+}
+
+// Decode reads the .npy file held in b without copying: its format
+// version (1.0, 2.0 or 3.0), its header (at most maxHeader bytes,
+// parsed by ParseHeader) and the data bytes after it, which alias b. The
+// data's length is not checked against the header (the caller knows its
+// dtypes' sizes). Errors do not wrap ErrFormat, as ParseHeader's.
+func Decode(b []byte, maxHeader int) (Header, []byte, error) {
+	if len(b) < 10 || !bytes.Equal(b[:6], magic) {
+		return Header{}, nil, fmt.Errorf("not a .npy file (no \\x93NUMPY magic)")
+	}
+	major, minor := b[6], b[7]
+	var hlen, off int
+	switch major {
+	case 1:
+		hlen, off = int(binary.LittleEndian.Uint16(b[8:10])), 10
+	case 2, 3:
+		if len(b) < 12 {
+			return Header{}, nil, fmt.Errorf("truncated before the header length")
+		}
+		u := binary.LittleEndian.Uint32(b[8:12])
+		if u > uint32(maxHeader) {
+			return Header{}, nil, fmt.Errorf("header of %d bytes (at most %d)", u, maxHeader)
+		}
+		hlen, off = int(u), 12
+	default:
+		return Header{}, nil, fmt.Errorf("format version %d.%d (want 1.0, 2.0 or 3.0)", major, minor)
+	}
+	if hlen > maxHeader {
+		return Header{}, nil, fmt.Errorf("header of %d bytes (at most %d)", hlen, maxHeader)
+	}
+	if hlen > len(b)-off {
+		return Header{}, nil, fmt.Errorf("header of %d bytes, %d left", hlen, len(b)-off)
+	}
+	hd, err := ParseHeader(string(b[off : off+hlen]))
+	if err != nil {
+		return Header{}, nil, fmt.Errorf("header: %w", err)
+	}
+	return hd, b[off+hlen:], nil
 }
 
 type hparser struct {
@@ -358,21 +429,24 @@ func (p *hparser) word(w string) bool {
 
 func (p *hparser) str() (string, error) {
 	if p.i >= len(p.s) || (p.s[p.i] != '\'' && p.s[p.i] != '"') {
-		return "", formatErr("header: want a quoted string at offset %d", p.i)
+		return "", fmt.Errorf("want a quoted string at offset %d", p.i)
 	}
 	q := p.s[p.i]
 	end := strings.IndexByte(p.s[p.i+1:], q)
 	if end < 0 {
-		return "", formatErr("header: unterminated string at offset %d", p.i)
+		return "", fmt.Errorf("unterminated string at offset %d", p.i)
 	}
-	v := p.s[p.i+1 : p.i+1+end]
+	s := p.s[p.i+1 : p.i+1+end]
+	if strings.IndexByte(s, '\\') >= 0 {
+		return "", fmt.Errorf("escape in string at offset %d", p.i)
+	}
 	p.i += end + 2
-	return v, nil
+	return s, nil
 }
 
 func (p *hparser) tuple() ([]int, error) {
 	if !p.eat('(') {
-		return nil, formatErr("header: shape must be a tuple at offset %d", p.i)
+		return nil, fmt.Errorf("want a tuple")
 	}
 	shape := []int{}
 	for {
@@ -381,28 +455,25 @@ func (p *hparser) tuple() ([]int, error) {
 			return shape, nil
 		}
 		j := p.i
-		for p.i < len(p.s) && p.s[p.i] >= '0' && p.s[p.i] <= '9' {
-			p.i++
+		for j < len(p.s) && p.s[j] >= '0' && p.s[j] <= '9' {
+			j++
 		}
-		if j == p.i {
-			return nil, formatErr("header: want a dimension at offset %d", p.i)
+		n, err := strconv.Atoi(p.s[p.i:j])
+		if err != nil || j-p.i > 18 {
+			return nil, fmt.Errorf("want a non-negative integer at offset %d", p.i)
 		}
-		// Python 2 era writers may append 'L' to longs.
-		d, err := strconv.ParseInt(p.s[j:p.i], 10, 64)
-		if err != nil || d > math.MaxInt32*int64(1<<16) {
-			return nil, formatErr("header: dimension %q out of range", p.s[j:p.i])
-		}
-		p.eat('L')
-		shape = append(shape, int(d))
+		p.i = j
+		p.eat('L') // Python 2 era headers wrote long integers as 3L
+		shape = append(shape, n)
 		p.ws()
 		if p.eat(',') {
 			continue
 		}
 		p.ws()
-		if p.eat(')') {
-			return shape, nil
+		if !p.eat(')') {
+			return nil, fmt.Errorf("want ',' or ')' at offset %d", p.i)
 		}
-		return nil, formatErr("header: want ',' or ')' in shape at offset %d", p.i)
+		return shape, nil
 	}
 }
 

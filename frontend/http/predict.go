@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/gr00tgw/gr00tgw/service"
+	"github.com/gr00tgw/gr00tgw/wire"
 )
 
 // Every HTTP prediction protocol — POST /predict and /v1/predict (JSON or
@@ -70,7 +70,7 @@ var predictFrontEnd = FrontEnd{
 
 func encodePredict(c *fiber.Ctx, resp *service.PredictResponse) error {
 	if wantsMsgpack(c) {
-		b, err := msgpack.Marshal(resp)
+		b, err := wire.Marshal(resp, wire.EncodingNPY)
 		if err != nil {
 			return fmt.Errorf("encode response: %w", err)
 		}

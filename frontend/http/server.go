@@ -29,7 +29,6 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
-	"github.com/vmihailenco/msgpack/v5"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -40,6 +39,7 @@ import (
 	"github.com/gr00tgw/gr00tgw/config"
 	"github.com/gr00tgw/gr00tgw/gateway/secure"
 	"github.com/gr00tgw/gr00tgw/service"
+	"github.com/gr00tgw/gr00tgw/wire"
 )
 
 // Name is the front end's name (Server.Name).
@@ -330,7 +330,7 @@ func (s *Server) renderError(c *fiber.Ctx, err error) {
 	msg := he.Err.Error()
 	body := errorBody{Error: msg, Code: he.Code, Field: he.Field, Detail: msg, RequestID: rid}
 	if wantsMsgpack(c) {
-		if b, err := msgpack.Marshal(body); err == nil {
+		if b, err := wire.Marshal(body, wire.EncodingNPY); err == nil {
 			c.Set(fiber.HeaderContentType, service.MIMEMsgpack)
 			_ = c.Send(b)
 			return

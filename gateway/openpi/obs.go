@@ -9,8 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gr00tgw/gr00tgw/gateway/wire"
+	"github.com/gr00tgw/gr00tgw/frontend"
 	"github.com/gr00tgw/gr00tgw/service"
+	"github.com/gr00tgw/gr00tgw/wire"
 )
 
 // Observation keys.
@@ -286,30 +287,15 @@ func (s *Server) infer(ctx context.Context, data []byte, rid string, start time.
 // images.<cam>[i] → observation/<cam>[i], state.<g>[i] → observation/<g>[i],
 // rtc_prev_action → options.rtc_prev_action.
 func protoError(err error) error {
-	var he *service.HandlerError
-	if !errors.As(err, &he) || he.Field == "" {
-		return err
-	}
-	pf := he.Field
-	switch {
-	case strings.HasPrefix(pf, "images."):
-		pf = KeyPrefix + strings.TrimPrefix(pf, "images.")
-	case strings.HasPrefix(pf, "state."):
-		pf = KeyPrefix + strings.TrimPrefix(pf, "state.")
-	case pf == "rtc_prev_action":
-		pf = KeyOptions + ".rtc_prev_action"
-	default:
-		return err
-	}
-	msg := he.Err.Error()
-	if strings.HasPrefix(msg, he.Field) {
-		msg = pf + msg[len(he.Field):]
-	} else {
-		msg = pf + ": " + msg
-	}
-	out := *he
-	out.Field, out.Err = pf, errors.New(msg)
-	return &out
+	return frontend.RenameField(err, func(p wire.Path) (wire.Path, bool) {
+		switch {
+		case p.Below("images") || p.Below("state"):
+			return p.WithHead(2, wire.AtKey(KeyPrefix+p[1].Key)), true
+		case len(p) == 1 && p.HasPrefix("rtc_prev_action"):
+			return p.WithHead(0, wire.AtKey(KeyOptions)), true
+		}
+		return p, false
+	})
 }
 
 // metadata is the frame sent on connect: the served embodiments'

@@ -16,10 +16,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gr00tgw/gr00tgw/client/openpiclient"
+	"github.com/gr00tgw/gr00tgw/frontend"
 	"github.com/gr00tgw/gr00tgw/gateway/secure"
-	"github.com/gr00tgw/gr00tgw/gateway/wire"
 	"github.com/gr00tgw/gr00tgw/service"
 	"github.com/gr00tgw/gr00tgw/service/servicetest"
+	"github.com/gr00tgw/gr00tgw/wire"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -188,7 +189,7 @@ func TestInfer(t *testing.T) {
 // then close 1011; the server goes on serving new connections.
 func TestErrors(t *testing.T) {
 	fg := &servicetest.Gateway{}
-	_, addr := startServer(t, Options{Gateway: fg, MaxMessageBytes: 2 << 20})
+	_, addr := startServer(t, Options{Gateway: fg, Limits: frontend.Limits{MaxMessageBytes: 2 << 20}})
 	obs := func(mut func(m *wire.Map) *wire.Map) []byte {
 		b, err := wire.Marshal(mut(droidObs()), wire.EncodingOpenPI)
 		require.NoError(t, err)
@@ -274,7 +275,7 @@ func TestAPIKey(t *testing.T) {
 
 func TestTimeoutsDisconnectAndShutdown(t *testing.T) {
 	fg := &servicetest.Gateway{Delay: 5 * time.Second}
-	s, addr := startServer(t, Options{Gateway: fg, IdleTimeout: 150 * time.Millisecond})
+	s, addr := startServer(t, Options{Gateway: fg, Limits: frontend.Limits{IdleTimeout: 150 * time.Millisecond}})
 	// A client that goes away cancels its prediction.
 	c := dial(t, addr, openpiclient.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
@@ -385,7 +386,7 @@ func mustKeys(t *testing.T, keys ...string) []secure.Key {
 func TestWhileStarting(t *testing.T) {
 	fg := &servicetest.Gateway{}
 	fg.NotReady.Store(true)
-	s, addr := startServer(t, Options{Gateway: fg, MaxConnections: 2})
+	s, addr := startServer(t, Options{Gateway: fg, Limits: frontend.Limits{MaxConnections: 2}})
 	dialRaw := func() *websocket.Conn {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -397,9 +398,7 @@ func TestWhileStarting(t *testing.T) {
 		dialRaw().CloseNow() //nolint:errcheck
 	}
 	noConns := func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return len(s.conns) == 0
+		return s.conns.Len() == 0
 	}
 	require.Eventually(t, noConns, 5*time.Second, 10*time.Millisecond, "the slots of clients gone while starting are freed")
 

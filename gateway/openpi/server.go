@@ -28,22 +28,22 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
 
+	"github.com/gr00tgw/gr00tgw/frontend"
 	"github.com/gr00tgw/gr00tgw/gateway/secure"
 	"github.com/gr00tgw/gr00tgw/service"
 )
 
-// Defaults of Options.
+// Defaults of Options (frontend's).
 const (
-	DefaultMaxMessageBytes = 64 << 20
-	DefaultIdleTimeout     = 10 * time.Minute
-	DefaultReadTimeout     = 30 * time.Second
-	DefaultWriteTimeout    = 30 * time.Second
-	DefaultMaxConnections  = 1024
+	DefaultMaxMessageBytes = frontend.DefaultMaxMessageBytes
+	DefaultIdleTimeout     = frontend.DefaultIdleTimeout
+	DefaultReadTimeout     = frontend.DefaultReadTimeout
+	DefaultWriteTimeout    = frontend.DefaultWriteTimeout
+	DefaultMaxConnections  = frontend.DefaultMaxConnections
 )
 
 // Options configure New.
@@ -59,19 +59,13 @@ type Options struct {
 	// Bearer <key>", "X-API-Key: <key>" or "Authorization: Api-Key <key>";
 	// otherwise it is refused with 401 before the upgrade.
 	Keys *secure.Keyring
-	// MaxMessageBytes bounds one observation frame (default 64 MiB).
-	MaxMessageBytes int
-	// MaxElements bounds the decoded msgpack elements of one observation
-	// (default 1<<20).
-	MaxElements int
-	// IdleTimeout closes a connection that sends no observation for this
-	// long (default 10 min); ReadTimeout bounds the reading of one
-	// observation once it started (default 30 s); WriteTimeout the
-	// writing of one reply (default 30 s).
-	IdleTimeout, ReadTimeout, WriteTimeout time.Duration
-	// MaxConnections bounds the connections served at once (default
-	// 1024); beyond it the handshake is refused with 503.
-	MaxConnections int
+	// Limits bound connections and observations (frontend's defaults):
+	// MaxMessageBytes one observation frame; IdleTimeout closes a
+	// connection that sends no observation; ReadTimeout bounds the
+	// reading of one observation once it started, WriteTimeout the
+	// writing of one reply; beyond MaxConnections the handshake is
+	// refused with 503.
+	frontend.Limits
 	// Metadata adds keys to the metadata frame sent on connect.
 	Metadata map[string]any
 	// Version is reported in the metadata.
@@ -80,85 +74,45 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Server is one openpi websocket endpoint. Safe for concurrent use.
+// Server is one openpi websocket endpoint, a frontend.FrontEnd. Safe for
+// concurrent use.
 type Server struct {
-	o    Options
-	log  *slog.Logger
-	sem  chan struct{}
-	http *http.Server
-
-	baseCtx context.Context
-	cancel  context.CancelFunc
-
-	mu       sync.Mutex
-	conns    map[*conn]struct{}
-	draining atomic.Bool
-	wg       sync.WaitGroup
+	o     Options
+	log   *slog.Logger
+	http  *http.Server
+	conns *frontend.Conns
 }
+
+var _ frontend.FrontEnd = (*Server)(nil)
 
 // New checks o and returns a server.
 func New(o Options) (*Server, error) {
 	if o.Gateway == nil {
 		return nil, errors.New("openpi: Options.Gateway is required")
 	}
-	if o.MaxMessageBytes <= 0 {
-		o.MaxMessageBytes = DefaultMaxMessageBytes
-	}
-	if o.MaxElements <= 0 {
-		o.MaxElements = 1 << 20
-	}
-	if o.IdleTimeout <= 0 {
-		o.IdleTimeout = DefaultIdleTimeout
-	}
-	if o.ReadTimeout <= 0 {
-		o.ReadTimeout = DefaultReadTimeout
-	}
-	if o.WriteTimeout <= 0 {
-		o.WriteTimeout = DefaultWriteTimeout
-	}
-	if o.MaxConnections <= 0 {
-		o.MaxConnections = DefaultMaxConnections
-	}
+	o.Limits = o.Limits.WithDefaults()
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	s := &Server{o: o, log: o.Logger, sem: make(chan struct{}, o.MaxConnections), conns: map[*conn]struct{}{}}
-	s.baseCtx, s.cancel = context.WithCancel(context.Background())
+	s := &Server{o: o, log: o.Logger, conns: frontend.NewConns(o.MaxConnections)}
 	s.http = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(o.Logger.Handler(), slog.LevelDebug)}
 	return s, nil
 }
 
+// Name is "openpi".
+func (s *Server) Name() string { return "openpi" }
+
 // Serve answers on ln until Shutdown (then it returns
-// http.ErrServerClosed).
+// http.ErrServerClosed, which is frontend.ErrServerClosed).
 func (s *Server) Serve(ln net.Listener) error { return s.http.Serve(ln) }
 
 // Shutdown stops accepting, closes idle connections (1001 going away),
 // lets the observations in flight answer, then closes their connections;
 // when ctx ends first the rest are cancelled and closed.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.draining.Store(true)
-	httpErr := s.http.Shutdown(ctx) // listeners; hijacked websockets are ours
-	s.mu.Lock()
-	for c := range s.conns {
-		c.stop()
-	}
-	s.mu.Unlock()
-	done := make(chan struct{})
-	go func() { s.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		s.cancel()
-		return httpErr
-	case <-ctx.Done():
-	}
-	s.cancel()
-	s.mu.Lock()
-	for c := range s.conns {
-		c.ws.CloseNow() //nolint:errcheck // forced close
-	}
-	s.mu.Unlock()
-	<-done
-	return ctx.Err()
+	// The http.Server's Shutdown closes the listeners and waits for the
+	// handshakes; the hijacked websockets are the Conns'.
+	return s.conns.Shutdown(ctx, s.http.Shutdown)
 }
 
 // ServeHTTP answers GET /healthz and upgrades every other request to the
@@ -188,17 +142,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if s.draining.Load() {
+	if s.conns.Draining() {
 		http.Error(w, "server is shutting down", http.StatusServiceUnavailable)
 		return
 	}
-	select {
-	case s.sem <- struct{}{}:
-	default:
+	if !s.conns.Acquire() {
 		http.Error(w, fmt.Sprintf("too many connections (%d)", s.o.MaxConnections), http.StatusServiceUnavailable)
 		return
 	}
-	defer func() { <-s.sem }()
+	defer s.conns.Release()
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
 	if err != nil {
 		s.log.Info("openpi: handshake failed", "peer", r.RemoteAddr, "err", err.Error())
@@ -206,21 +158,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ws.SetReadLimit(-1) // our own limited reader enforces MaxMessageBytes
 	c := &conn{s: s, ws: ws, peer: r.RemoteAddr, stopCh: make(chan struct{})}
-	s.mu.Lock()
-	if s.draining.Load() {
-		s.mu.Unlock()
+	tc, ok := s.conns.Track(false, frontend.Handle{Drain: c.stop, Close: func() { _ = ws.CloseNow() }})
+	if !ok {
 		ws.Close(websocket.StatusGoingAway, "server shutting down") //nolint:errcheck
 		return
 	}
-	s.conns[c] = struct{}{}
-	s.wg.Add(1)
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.conns, c)
-		s.mu.Unlock()
-		s.wg.Done()
-	}()
+	defer tc.Done()
 	c.serve()
 }
 
@@ -274,63 +217,24 @@ func (e *tooLargeError) Error() string {
 	return fmt.Sprintf("observation: message over the maximum message size of %d bytes (openpi.max_message_bytes)", e.limit)
 }
 
-// The connection's read deadlines: one timer, armed with IdleTimeout
-// while the connection waits for an observation and with ReadTimeout
-// while one arrives, disarmed while an observation is served. When it
-// fires, the reader's context is cancelled (which closes the websocket).
-type deadline struct {
-	mu     sync.Mutex
-	t      *time.Timer
-	reason error // what the armed timer means
-	fired  error // set once it fired
-}
-
-func newDeadline(cancel context.CancelFunc) *deadline {
-	d := &deadline{}
-	d.t = time.AfterFunc(time.Hour, func() {
-		d.mu.Lock()
-		d.fired = d.reason
-		d.mu.Unlock()
-		cancel()
-	})
-	d.t.Stop()
-	return d
-}
-
-func (d *deadline) arm(after time.Duration, reason error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.t.Stop()
-	d.reason = reason
-	d.t.Reset(after)
-}
-
-func (d *deadline) disarm() { d.t.Stop() }
-
-func (d *deadline) firedErr() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.fired
-}
-
 // read reads the next message, at most MaxMessageBytes (the buffer grows
 // with the bytes received), under the ReadTimeout once it started.
-func (c *conn) read(ctx context.Context, dl *deadline) message {
+func (c *conn) read(ctx context.Context, dl *frontend.Deadline) message {
 	s := c.s
 	typ, r, err := c.ws.Reader(ctx)
 	if err != nil {
-		if f := dl.firedErr(); f != nil {
+		if f := dl.Fired(); f != nil {
 			return message{err: f}
 		}
 		return message{err: err}
 	}
 	at := time.Now()
-	dl.arm(s.o.ReadTimeout, errReadTimeout)
+	dl.Arm(s.o.ReadTimeout, errReadTimeout)
 	var buf bytes.Buffer
 	_, err = buf.ReadFrom(io.LimitReader(r, int64(s.o.MaxMessageBytes)+1))
-	dl.disarm()
+	dl.Disarm()
 	if err != nil {
-		if f := dl.firedErr(); f != nil {
+		if f := dl.Fired(); f != nil {
 			return message{err: f}
 		}
 		return message{err: err}
@@ -345,7 +249,7 @@ func (c *conn) serve() {
 	s := c.s
 	defer c.ws.CloseNow() //nolint:errcheck // after a clean close this is a no-op
 	// Predictions of this connection: cancelled when the peer goes away.
-	pctx, cancelPred := context.WithCancel(s.baseCtx)
+	pctx, cancelPred := context.WithCancel(s.conns.Context())
 	defer cancelPred()
 
 	// The reader runs from the start, so that a peer that leaves while
@@ -353,8 +257,8 @@ func (c *conn) serve() {
 	// answered.
 	rctx, cancelRead := context.WithCancel(pctx)
 	defer cancelRead()
-	dl := newDeadline(cancelRead)
-	defer dl.disarm()
+	dl := frontend.NewDeadline(cancelRead)
+	defer dl.Disarm()
 	msgs := make(chan message)
 	// quit, not pctx, ends the reader's hand-off: the reader cancels pctx
 	// itself when the peer goes, and must still deliver that error (a
@@ -404,7 +308,7 @@ func (c *conn) serve() {
 	}
 	s.log.Debug("openpi: connected", "peer", c.peer)
 	if early == nil {
-		dl.arm(s.o.IdleTimeout, errIdle)
+		dl.Arm(s.o.IdleTimeout, errIdle)
 	}
 	var prevTotal time.Duration = -1
 	for {
@@ -414,7 +318,7 @@ func (c *conn) serve() {
 		} else {
 			select {
 			case m = <-msgs:
-				dl.disarm() // serving: bounded by the request's own deadline
+				dl.Disarm() // serving: bounded by the request's own deadline
 			case <-c.stopCh:
 				c.ws.Close(websocket.StatusGoingAway, "server shutting down") //nolint:errcheck
 				return
@@ -425,7 +329,7 @@ func (c *conn) serve() {
 			switch {
 			case errors.As(m.err, &tl):
 				rid := service.NewRequestID()
-				_, end := s.o.Gateway.StartMessage(s.baseCtx, service.Message{Protocol: "openpi", Endpoint: "infer", RequestID: rid, Peer: c.peer})
+				_, end := s.o.Gateway.StartMessage(s.conns.Context(), service.Message{Protocol: "openpi", Endpoint: "infer", RequestID: rid, Peer: c.peer})
 				he := &service.HandlerError{Status: http.StatusRequestEntityTooLarge, Code: service.CodeTooLarge, Field: "observation", Err: m.err}
 				end(he.Code, he)
 				c.fail(he, rid)
@@ -453,7 +357,7 @@ func (c *conn) serve() {
 		prevTotal = time.Since(m.at)
 		s.log.Info("openpi request", "request_id", rid, "peer", c.peer, "bytes", len(m.data),
 			"duration_ms", float64(time.Since(m.read).Microseconds())/1e3)
-		dl.arm(s.o.IdleTimeout, errIdle)
+		dl.Arm(s.o.IdleTimeout, errIdle)
 		select {
 		case <-c.stopCh:
 			c.ws.Close(websocket.StatusGoingAway, "server shutting down") //nolint:errcheck

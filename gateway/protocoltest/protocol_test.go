@@ -28,14 +28,15 @@ import (
 	"github.com/gr00tgw/gr00tgw/client/zmqclient"
 	"github.com/gr00tgw/gr00tgw/config"
 	_ "github.com/gr00tgw/gr00tgw/device/cpu" // registers backend "cpu"
+	"github.com/gr00tgw/gr00tgw/frontend"
 	httpfront "github.com/gr00tgw/gr00tgw/frontend/http"
 	"github.com/gr00tgw/gr00tgw/frontend/oip"
 	"github.com/gr00tgw/gr00tgw/gateway/openpi"
-	"github.com/gr00tgw/gr00tgw/gateway/wire"
 	"github.com/gr00tgw/gr00tgw/gateway/zmq"
 	"github.com/gr00tgw/gr00tgw/internal/pytest"
 	"github.com/gr00tgw/gr00tgw/plugins/plugintest"
 	"github.com/gr00tgw/gr00tgw/service"
+	"github.com/gr00tgw/gr00tgw/wire"
 )
 
 const (
@@ -131,11 +132,11 @@ func start() (*env, error) {
 	if !core.WaitBound(context.Background()) {
 		return nil, fmt.Errorf("embodiments not bound")
 	}
-	zs, err := zmq.New(zmq.Options{Gateway: core, Token: zmqToken, MaxMessageBytes: maxMessage, Logger: log})
+	zs, err := zmq.New(zmq.Options{Gateway: core, Token: zmqToken, Limits: frontend.Limits{MaxMessageBytes: maxMessage}, Logger: log})
 	if err != nil {
 		return nil, err
 	}
-	ps, err := openpi.New(openpi.Options{Gateway: core, APIKey: openpiKey, MaxMessageBytes: maxMessage, Logger: log})
+	ps, err := openpi.New(openpi.Options{Gateway: core, APIKey: openpiKey, Limits: frontend.Limits{MaxMessageBytes: maxMessage}, Logger: log})
 	if err != nil {
 		return nil, err
 	}

@@ -10,8 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gr00tgw/gr00tgw/gateway/wire"
+	"github.com/gr00tgw/gr00tgw/frontend"
 	"github.com/gr00tgw/gr00tgw/service"
+	"github.com/gr00tgw/gr00tgw/wire"
 )
 
 // Endpoints served, as Isaac-GR00T's PolicyServer registers them.
@@ -353,51 +354,26 @@ func (s *Server) getAction(ctx context.Context, data any, enc wire.Encoding, rid
 
 // protoError restates a gateway error in the protocol's terms: fields
 // images.<cam>[i] → video.<cam>[b, i], state.<g>[i] → state.<g>[b, 0, i],
-// embodiment → options.embodiment, seed → options.seed (b: the sample of
-// a batched observation).
+// embodiment → options.embodiment, seed → options.seed, rtc_prev_action
+// → options.rtc_prev_action (b: the sample of a batched observation).
 func protoError(err error, b int, batched bool) error {
-	var he *service.HandlerError
-	if !errors.As(err, &he) || he.Field == "" {
-		return err
-	}
-	pf := protoField(he.Field, b, batched)
-	if pf == he.Field {
-		return err
-	}
-	msg := he.Err.Error()
-	if strings.HasPrefix(msg, he.Field) {
-		msg = pf + msg[len(he.Field):]
-	} else {
-		msg = pf + ": " + msg
-	}
-	out := *he
-	out.Field, out.Err = pf, errors.New(msg)
-	return &out
-}
-
-func protoField(f string, b int, batched bool) string {
-	bi := ""
-	if batched {
-		bi = strconv.Itoa(b) + ", "
-	}
-	switch {
-	case f == "embodiment":
-		return "options.embodiment"
-	case f == "seed":
-		return "options.seed"
-	case f == "rtc_prev_action":
-		return "options.rtc_prev_action"
-	case strings.HasPrefix(f, "images."):
-		rest := strings.TrimPrefix(f, "images.")
-		if i := strings.IndexByte(rest, '['); i >= 0 {
-			return "video." + rest[:i] + "[" + bi + rest[i+1:]
+	return frontend.RenameField(err, func(p wire.Path) (wire.Path, bool) {
+		var bi []int
+		if batched {
+			bi = []int{b}
 		}
-		return "video." + rest
-	case strings.HasPrefix(f, "state."):
-		rest := strings.TrimPrefix(f, "state.")
-		if i := strings.IndexByte(rest, '['); i >= 0 {
-			return "state." + rest[:i] + "[" + bi + "0, " + rest[i+1:]
+		switch {
+		case len(p) == 1 && (p.HasPrefix("embodiment") || p.HasPrefix("seed") || p.HasPrefix("rtc_prev_action")):
+			return p.WithHead(0, wire.AtKey("options")), true
+		case p.Below("images"):
+			q := p.WithHead(1, wire.AtKey("video"))
+			if r, ok := q.PrependIndex(bi...); ok {
+				return r, true
+			}
+			return q, true
+		case p.Below("state"):
+			return p.PrependIndex(append(bi, 0)...)
 		}
-	}
-	return f
+		return p, false
+	})
 }

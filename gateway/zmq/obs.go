@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gr00tgw/gr00tgw/gateway/wire"
 	"github.com/gr00tgw/gr00tgw/service"
+	"github.com/gr00tgw/gr00tgw/wire"
 )
 
 // Form is the shape of a get_action observation.

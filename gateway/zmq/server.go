@@ -24,24 +24,23 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/gr00tgw/gr00tgw/frontend"
 	"github.com/gr00tgw/gr00tgw/gateway/secure"
-	"github.com/gr00tgw/gr00tgw/gateway/wire"
 	"github.com/gr00tgw/gr00tgw/service"
+	"github.com/gr00tgw/gr00tgw/wire"
 	"github.com/gr00tgw/gr00tgw/wire/zmtp"
 )
 
-// Defaults of Options.
+// Defaults of Options (the connection limits' are frontend's).
 const (
-	DefaultMaxMessageBytes = 64 << 20
+	DefaultMaxMessageBytes = frontend.DefaultMaxMessageBytes
 	DefaultMaxBatch        = 8
-	DefaultIdleTimeout     = 10 * time.Minute
-	DefaultReadTimeout     = 30 * time.Second
-	DefaultWriteTimeout    = 30 * time.Second
-	DefaultMaxConnections  = 1024
+	DefaultIdleTimeout     = frontend.DefaultIdleTimeout
+	DefaultReadTimeout     = frontend.DefaultReadTimeout
+	DefaultWriteTimeout    = frontend.DefaultWriteTimeout
+	DefaultMaxConnections  = frontend.DefaultMaxConnections
 	handshakeTimeout       = 10 * time.Second
 	// discardMin is the smallest over-limit message that is read and
 	// dropped (to answer an error and keep the connection) rather than
@@ -50,7 +49,7 @@ const (
 )
 
 // ErrServerClosed is returned by Serve after Shutdown.
-var ErrServerClosed = errors.New("zmq: server closed")
+var ErrServerClosed = frontend.ErrServerClosed
 
 // Options configure New.
 type Options struct {
@@ -64,12 +63,12 @@ type Options struct {
 	// passes when its api_token is Token or one of these keys. Reload
 	// the keyring in place to rotate keys.
 	Keys *secure.Keyring
-	// MaxMessageBytes bounds a request message, checked against every
-	// frame's declared length before it is read (default 64 MiB).
-	MaxMessageBytes int
-	// MaxElements bounds the decoded msgpack elements of one request
-	// (default 1<<20).
-	MaxElements int
+	// Limits bound connections and messages (frontend's defaults):
+	// MaxMessageBytes is checked against every frame's declared length
+	// before it is read; IdleTimeout closes a connection that sends
+	// nothing (pyzmq reconnects by itself); beyond MaxConnections new
+	// connections are closed at once.
+	frontend.Limits
 	// MaxBatch bounds B of a batched observation (default 8).
 	MaxBatch int
 	// AllowKill lets a client's kill endpoint stop the server (OnKill);
@@ -78,92 +77,51 @@ type Options struct {
 	// OnKill is called (once per accepted kill, in its own goroutine)
 	// when AllowKill is set.
 	OnKill func()
-	// IdleTimeout closes a connection that sends nothing for this long
-	// (default 10 min; pyzmq reconnects by itself).
-	IdleTimeout time.Duration
-	// ReadTimeout bounds the reading of one message once its first byte
-	// arrived (default 30 s); WriteTimeout the writing of a reply.
-	ReadTimeout, WriteTimeout time.Duration
-	// MaxConnections bounds the connections served at once (default
-	// 1024); beyond it new connections are closed at once.
-	MaxConnections int
 	// Logger receives connection and request logs (nil: slog.Default()).
 	Logger *slog.Logger
 }
 
-// Server is one ZeroMQ endpoint. Create it with New, run Serve on a
-// listener, stop it with Shutdown. Safe for concurrent use.
+// Server is one ZeroMQ endpoint, a frontend.FrontEnd. Create it with New,
+// run Serve on a listener, stop it with Shutdown. Safe for concurrent use.
 type Server struct {
-	o   Options
-	log *slog.Logger
-	sem chan struct{}
-
-	baseCtx context.Context
-	cancel  context.CancelFunc
-
-	mu       sync.Mutex
-	lns      map[net.Listener]struct{}
-	conns    map[*conn]struct{}
-	draining atomic.Bool
-	wg       sync.WaitGroup
+	o     Options
+	log   *slog.Logger
+	conns *frontend.Conns
 }
+
+var _ frontend.FrontEnd = (*Server)(nil)
 
 // New checks o and returns a server.
 func New(o Options) (*Server, error) {
 	if o.Gateway == nil {
 		return nil, errors.New("zmq: Options.Gateway is required")
 	}
-	if o.MaxMessageBytes <= 0 {
-		o.MaxMessageBytes = DefaultMaxMessageBytes
-	}
-	if o.MaxElements <= 0 {
-		o.MaxElements = 1 << 20
-	}
+	o.Limits = o.Limits.WithDefaults()
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = DefaultMaxBatch
-	}
-	if o.IdleTimeout <= 0 {
-		o.IdleTimeout = DefaultIdleTimeout
-	}
-	if o.ReadTimeout <= 0 {
-		o.ReadTimeout = DefaultReadTimeout
-	}
-	if o.WriteTimeout <= 0 {
-		o.WriteTimeout = DefaultWriteTimeout
-	}
-	if o.MaxConnections <= 0 {
-		o.MaxConnections = DefaultMaxConnections
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	s := &Server{o: o, log: o.Logger, sem: make(chan struct{}, o.MaxConnections),
-		lns: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{}}
-	s.baseCtx, s.cancel = context.WithCancel(context.Background())
-	return s, nil
+	return &Server{o: o, log: o.Logger, conns: frontend.NewConns(o.MaxConnections)}, nil
 }
+
+// Name is "zmq".
+func (s *Server) Name() string { return "zmq" }
 
 // Serve accepts connections on ln until Shutdown (then it returns
 // ErrServerClosed) or an accept error.
 func (s *Server) Serve(ln net.Listener) error {
-	s.mu.Lock()
-	if s.draining.Load() {
-		s.mu.Unlock()
-		ln.Close()
+	done, ok := s.conns.Listen(ln)
+	if !ok {
 		return ErrServerClosed
 	}
-	s.lns[ln] = struct{}{}
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.lns, ln)
-		s.mu.Unlock()
-	}()
+	defer done()
 	var backoff time.Duration
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
-			if s.draining.Load() {
+			if s.conns.Draining() {
 				return ErrServerClosed
 			}
 			var ne net.Error
@@ -175,24 +133,18 @@ func (s *Server) Serve(ln net.Listener) error {
 			return fmt.Errorf("zmq: accept: %w", err)
 		}
 		backoff = 0
-		select {
-		case s.sem <- struct{}{}:
-		default:
+		if !s.conns.Acquire() {
 			s.log.Warn("zmq: connection refused: max connections reached", "peer", nc.RemoteAddr().String(), "max", s.o.MaxConnections)
 			nc.Close()
 			continue
 		}
-		c := &conn{s: s, nc: nc, idle: true}
-		s.mu.Lock()
-		if s.draining.Load() {
-			s.mu.Unlock()
+		tc, ok := s.conns.Track(true, frontend.Handle{Close: func() { nc.Close() }})
+		if !ok {
 			nc.Close()
-			<-s.sem
+			s.conns.Release()
 			return ErrServerClosed
 		}
-		s.conns[c] = struct{}{}
-		s.wg.Add(1)
-		s.mu.Unlock()
+		c := &conn{s: s, nc: nc, tc: tc}
 		go c.serve()
 	}
 }
@@ -201,50 +153,13 @@ func (s *Server) Serve(ln net.Listener) error {
 // flight finish and answer (each connection closes after its reply), and
 // returns when all connections are closed; when ctx ends first, the rest
 // are cancelled and closed and ctx's error is returned.
-func (s *Server) Shutdown(ctx context.Context) error {
-	s.mu.Lock()
-	s.draining.Store(true)
-	for ln := range s.lns {
-		ln.Close()
-	}
-	for c := range s.conns {
-		if c.idle {
-			c.nc.Close()
-		}
-	}
-	s.mu.Unlock()
-	done := make(chan struct{})
-	go func() { s.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		s.cancel()
-		return nil
-	case <-ctx.Done():
-	}
-	s.cancel()
-	s.mu.Lock()
-	for c := range s.conns {
-		c.nc.Close()
-	}
-	s.mu.Unlock()
-	<-done
-	return ctx.Err()
-}
+func (s *Server) Shutdown(ctx context.Context) error { return s.conns.Shutdown(ctx, nil) }
 
 // conn is one client connection.
 type conn struct {
-	s    *Server
-	nc   net.Conn
-	idle bool // waiting for a message (guarded by s.mu)
-}
-
-// setIdle marks the connection idle or busy; false when the server is
-// draining (the connection should close).
-func (c *conn) setIdle(idle bool) bool {
-	c.s.mu.Lock()
-	defer c.s.mu.Unlock()
-	c.idle = idle
-	return !c.s.draining.Load()
+	s  *Server
+	nc net.Conn
+	tc *frontend.Conn // idle while waiting for a message
 }
 
 func (c *conn) serve() {
@@ -252,11 +167,8 @@ func (c *conn) serve() {
 	peer := c.nc.RemoteAddr().String()
 	defer func() {
 		c.nc.Close()
-		s.mu.Lock()
-		delete(s.conns, c)
-		s.mu.Unlock()
-		<-s.sem
-		s.wg.Done()
+		c.tc.Done()
+		s.conns.Release()
 	}()
 	c.nc.SetDeadline(time.Now().Add(handshakeTimeout)) //nolint:errcheck // a failed deadline fails the next read
 	zc, err := zmtp.Handshake(c.nc, zmtp.Options{SocketType: "ROUTER", MaxMessage: s.o.MaxMessageBytes,
@@ -268,7 +180,7 @@ func (c *conn) serve() {
 	c.nc.SetDeadline(time.Time{}) //nolint:errcheck
 	s.log.Debug("zmq: connected", "peer", peer, "socket_type", zc.PeerType)
 	for {
-		if !c.setIdle(true) {
+		if !c.tc.SetIdle(true) {
 			return
 		}
 		c.nc.SetReadDeadline(time.Now().Add(s.o.IdleTimeout)) //nolint:errcheck
@@ -282,7 +194,7 @@ func (c *conn) serve() {
 			}
 			return
 		}
-		if !c.setIdle(false) {
+		if !c.tc.SetIdle(false) {
 			return
 		}
 		c.nc.SetReadDeadline(time.Now().Add(s.o.ReadTimeout)) //nolint:errcheck
@@ -304,7 +216,7 @@ func (c *conn) serve() {
 		var reply []byte
 		if tl != nil {
 			rid := service.NewRequestID()
-			_, end := s.o.Gateway.StartMessage(s.baseCtx, service.Message{Protocol: "zmq", Endpoint: "invalid", RequestID: rid, Start: start, Peer: peer})
+			_, end := s.o.Gateway.StartMessage(s.conns.Context(), service.Message{Protocol: "zmq", Endpoint: "invalid", RequestID: rid, Start: start, Peer: peer})
 			terr := &service.HandlerError{Status: http.StatusRequestEntityTooLarge, Code: service.CodeTooLarge, Field: "request",
 				Err: fmt.Errorf("request: %v (zmq.max_message_bytes)", tl)}
 			end(service.CodeTooLarge, terr)
@@ -327,7 +239,7 @@ func (c *conn) serve() {
 // that disconnects (a client past its 15 s timeout recreates its socket)
 // cancels its request, queued or on the device.
 func (c *conn) handleWatched(zc *zmtp.Conn, payload []byte, peer string, start time.Time) []byte {
-	ctx, cancel := context.WithCancel(c.s.baseCtx)
+	ctx, cancel := context.WithCancel(c.s.conns.Context())
 	defer cancel()
 	watch := make(chan struct{})
 	c.nc.SetReadDeadline(time.Time{}) //nolint:errcheck

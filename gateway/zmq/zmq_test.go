@@ -20,10 +20,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gr00tgw/gr00tgw/client/zmqclient"
+	"github.com/gr00tgw/gr00tgw/frontend"
 	"github.com/gr00tgw/gr00tgw/gateway/secure"
-	"github.com/gr00tgw/gr00tgw/gateway/wire"
 	"github.com/gr00tgw/gr00tgw/service"
 	"github.com/gr00tgw/gr00tgw/service/servicetest"
+	"github.com/gr00tgw/gr00tgw/wire"
 	"github.com/gr00tgw/gr00tgw/wire/zmtp"
 )
 
@@ -440,7 +441,7 @@ func TestToken(t *testing.T) {
 }
 
 func TestOversizedMessage(t *testing.T) {
-	_, addr := startServer(t, Options{Gateway: &servicetest.Gateway{}, MaxMessageBytes: 100 << 10})
+	_, addr := startServer(t, Options{Gateway: &servicetest.Gateway{}, Limits: frontend.Limits{MaxMessageBytes: 100 << 10}})
 	c := dial(t, addr, zmqclient.Options{})
 	_, err := c.GetAction(context.Background(), droidObs(t), zmqclient.Nested, nil) // ~700 KB
 	var se *zmqclient.ServerError
@@ -496,7 +497,7 @@ func TestConcurrentClients(t *testing.T) {
 
 func TestIdleTimeoutAndDisconnect(t *testing.T) {
 	fg := &servicetest.Gateway{Delay: 5 * time.Second}
-	_, addr := startServer(t, Options{Gateway: fg, IdleTimeout: 100 * time.Millisecond})
+	_, addr := startServer(t, Options{Gateway: fg, Limits: frontend.Limits{IdleTimeout: 100 * time.Millisecond}})
 	// A client that gives up mid-request cancels its prediction.
 	c := dial(t, addr, zmqclient.Options{Timeout: 200 * time.Millisecond})
 	_, err := c.GetAction(context.Background(), droidObs(t), zmqclient.Nested, nil)
@@ -543,7 +544,7 @@ func TestHeartbeats(t *testing.T) {
 		return zc, nil
 	}
 	t.Run("held to idle_timeout", func(t *testing.T) {
-		_, addr := startServer(t, Options{Gateway: &servicetest.Gateway{}, ReadTimeout: 150 * time.Millisecond, IdleTimeout: time.Minute})
+		_, addr := startServer(t, Options{Gateway: &servicetest.Gateway{}, Limits: frontend.Limits{ReadTimeout: 150 * time.Millisecond, IdleTimeout: time.Minute}})
 		zc, err := heartbeat(t, addr, 600*time.Millisecond)
 		require.NoError(t, err, "an idle, heartbeating connection was closed before idle_timeout")
 		req, err := wire.Marshal(wire.NewMap(1).Set("endpoint", "ping"), wire.EncodingNPY)
@@ -581,7 +582,7 @@ func TestHeartbeats(t *testing.T) {
 		assert.Eventually(t, func() bool { return fg.Canceled.Load() == 1 }, 5*time.Second, 5*time.Millisecond, "prediction cancelled")
 	})
 	t.Run("closed at idle_timeout", func(t *testing.T) {
-		_, addr := startServer(t, Options{Gateway: &servicetest.Gateway{}, IdleTimeout: 200 * time.Millisecond})
+		_, addr := startServer(t, Options{Gateway: &servicetest.Gateway{}, Limits: frontend.Limits{IdleTimeout: 200 * time.Millisecond}})
 		_, err := heartbeat(t, addr, 5*time.Second)
 		require.Error(t, err, "heartbeats kept an idle connection open past idle_timeout")
 	})
@@ -733,5 +734,5 @@ func TestGetActionRTCOptions(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.field)
 		})
 	}
-	assert.Equal(t, "options.rtc_prev_action", protoField("rtc_prev_action", 0, false))
+	assert.Equal(t, "options.rtc_prev_action", protoError(service.Invalid("rtc_prev_action", "rtc_prev_action: x"), 0, false).(*service.HandlerError).Field)
 }

@@ -1,10 +1,14 @@
-// Package wire holds the codecs the robot-protocol front ends (gateway/zmq,
-// gateway/openpi) and their clients share: a bounds-checked,
-// allocation-limited msgpack decoder that keeps map keys' kind (str or
-// bin), a msgpack encoder that writes bin keys as bin, and the three numpy
-// array encodings found in the field (Isaac-GR00T N1.7's .npy-in-msgpack,
-// msgpack_numpy's bin-keyed maps, openpi's bin-keyed maps) plus .npy
-// itself.
+// Package wire is the one wire codec of the gateway: every front end
+// (HTTP's msgpack bodies and responses, gateway/zmq, gateway/openpi) and
+// every client decodes and encodes msgpack here. It holds a
+// bounds-checked, allocation-limited msgpack decoder that keeps map keys'
+// kind (str or bin), a msgpack encoder that writes bin keys as bin and
+// structs by their msgpack tags, the three numpy array encodings found in
+// the field (Isaac-GR00T N1.7's .npy-in-msgpack, msgpack_numpy's bin-keyed
+// maps, openpi's bin-keyed maps) plus .npy itself (its header read by
+// core/npy's parser, the one in the tree), and the field error every
+// protocol reports (FieldError: a Path and what is wrong, so a protocol
+// renames a field by editing its path).
 //
 // Everything here parses untrusted bytes: every declared length is checked
 // against the bytes that are actually there before anything is allocated,
@@ -17,11 +21,31 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
+	"strings"
+	"sync"
 )
 
 // ErrMsgpack is wrapped by every msgpack decoding error.
 var ErrMsgpack = errors.New("msgpack")
+
+// DecodeError is a msgpack decoding error: what is wrong (Msg) at which
+// byte (Offset). It matches ErrMsgpack (errors.Is).
+type DecodeError struct {
+	Offset int
+	Msg    string
+	// OverLimit is set when the value is well-formed so far but exceeds
+	// MaxElements or MaxValues (a message too large, not a malformed one).
+	OverLimit bool
+}
+
+func (e *DecodeError) Error() string {
+	return fmt.Sprintf("%v: offset %d: %s", ErrMsgpack, e.Offset, e.Msg)
+}
+
+// Is reports whether target is ErrMsgpack.
+func (e *DecodeError) Is(target error) bool { return target == ErrMsgpack }
 
 // Limits bound what Decode builds. Zero fields take the defaults.
 type Limits struct {
@@ -31,6 +55,14 @@ type Limits struct {
 	// value (default 1<<20): each costs a few words of memory however small
 	// its encoding, so this caps the decoded tree at tens of MB.
 	MaxElements int
+	// MaxValues, when > 0, bounds every decoded value, map keys and
+	// containers included (the HTTP body's bound, which counts as its JSON
+	// parser does); 0: no bound besides MaxElements.
+	MaxValues int
+	// DuplicateKeys keeps a map's duplicate keys (both entries, in wire
+	// order) where Decode otherwise refuses them; for a reader that lets
+	// the last one win, as JSON readers do.
+	DuplicateKeys bool
 }
 
 // DefaultLimits are the limits of a zero Limits.
@@ -99,7 +131,7 @@ func Decode(b []byte, lim Limits) (any, error) {
 	if lim.MaxElements <= 0 {
 		lim.MaxElements = DefaultLimits.MaxElements
 	}
-	d := decoder{b: b, budget: lim.MaxElements, maxDepth: lim.MaxDepth}
+	d := decoder{b: b, budget: lim.MaxElements, maxDepth: lim.MaxDepth, values: lim.MaxValues, dupOK: lim.DuplicateKeys}
 	v, err := d.value(0)
 	if err != nil {
 		return nil, err
@@ -115,10 +147,13 @@ type decoder struct {
 	i        int
 	budget   int
 	maxDepth int
+	values   int // MaxValues; 0: unbounded
+	nvalues  int
+	dupOK    bool
 }
 
 func (d *decoder) errorf(format string, args ...any) error {
-	return fmt.Errorf("%w: offset %d: %s", ErrMsgpack, d.i, fmt.Sprintf(format, args...))
+	return &DecodeError{Offset: d.i, Msg: fmt.Sprintf(format, args...)}
 }
 
 func (d *decoder) take(n int) ([]byte, error) {
@@ -154,7 +189,9 @@ func (d *decoder) reserve(n, per int, what string) error {
 		return d.errorf("%s of %d elements in %d bytes", what, n, len(d.b)-d.i)
 	}
 	if n > d.budget {
-		return d.errorf("%s of %d elements: over the limit of %d elements per message", what, n, d.budget)
+		err := d.errorf("%s of %d elements: over the limit of %d elements per message", what, n, d.budget)
+		err.(*DecodeError).OverLimit = true
+		return err
 	}
 	d.budget -= n
 	return nil
@@ -163,6 +200,11 @@ func (d *decoder) reserve(n, per int, what string) error {
 func (d *decoder) value(depth int) (any, error) {
 	if depth > d.maxDepth {
 		return nil, d.errorf("nested deeper than %d", d.maxDepth)
+	}
+	if d.values > 0 {
+		if d.nvalues++; d.nvalues > d.values {
+			return nil, &DecodeError{Offset: d.i, Msg: fmt.Sprintf("more than %d values", d.values), OverLimit: true}
+		}
 	}
 	s, err := d.take(1)
 	if err != nil {
@@ -275,7 +317,7 @@ func (d *decoder) mapN(n, depth int) (any, error) {
 	// keeps a set, so a message of 2²⁰ distinct keys decodes in linear
 	// time (a scan made it quadratic: minutes of CPU for a 5 MB frame).
 	var seen map[Key]struct{}
-	if n > smallMap {
+	if n > smallMap && !d.dupOK {
 		seen = make(map[Key]struct{})
 	}
 	for k := range n {
@@ -295,10 +337,12 @@ func (d *decoder) mapN(n, depth int) (any, error) {
 			return nil, d.errorf("map key of type %s, want str or bin", TypeName(kv))
 		}
 		dup := false
-		if seen != nil {
+		switch {
+		case d.dupOK:
+		case seen != nil:
 			_, dup = seen[key]
 			seen[key] = struct{}{}
-		} else {
+		default:
 			dup = slices.Contains(m.Keys[:k], key)
 		}
 		if dup {
@@ -362,7 +406,9 @@ func (e *Encoder) Bytes() []byte { return e.buf }
 // Encode appends v: nil, bool, every Go integer type, float32, float64,
 // string (str), []byte (bin), []any, []string, []int, []float64 (as
 // float64s), map[string]any (str keys, sorted), *Map (its order and key
-// kinds) and *Array.
+// kinds) and *Array; and, through reflection, structs (see encodeStruct),
+// pointers (nil: nil), other slices and arrays, and other maps with
+// string keys (sorted). Integers take their shortest form.
 func (e *Encoder) Encode(v any) error {
 	switch x := v.(type) {
 	case nil:
@@ -452,7 +498,7 @@ func (e *Encoder) Encode(v any) error {
 	case *Array:
 		return e.encodeArray(x)
 	default:
-		return fmt.Errorf("wire: cannot encode %T", v)
+		return e.encodeValue(reflect.ValueOf(v))
 	}
 	return nil
 }
@@ -563,4 +609,150 @@ func (e *Encoder) MapHeader(n int) {
 		e.buf = append(e.buf, 0xdf)
 		e.buf = binary.BigEndian.AppendUint32(e.buf, uint32(n))
 	}
+}
+
+// encodeValue appends what Encode's type switch does not list.
+func (e *Encoder) encodeValue(rv reflect.Value) error {
+	switch rv.Kind() {
+	case reflect.Invalid:
+		e.buf = append(e.buf, 0xc0)
+	case reflect.Pointer, reflect.Interface:
+		if rv.IsNil() {
+			e.buf = append(e.buf, 0xc0)
+			return nil
+		}
+		return e.Encode(rv.Elem().Interface())
+	case reflect.Struct:
+		return e.encodeStruct(rv)
+	case reflect.Map:
+		if rv.Type().Key().Kind() != reflect.String {
+			return fmt.Errorf("wire: cannot encode %s: map keys must be strings", rv.Type())
+		}
+		if rv.IsNil() {
+			e.buf = append(e.buf, 0xc0)
+			return nil
+		}
+		keys := rv.MapKeys()
+		slices.SortFunc(keys, func(a, b reflect.Value) int { return strings.Compare(a.String(), b.String()) })
+		e.MapHeader(len(keys))
+		for _, k := range keys {
+			e.Str(k.String())
+			if err := e.encodeElem(rv.MapIndex(k)); err != nil {
+				return err
+			}
+		}
+	case reflect.Slice:
+		if rv.IsNil() {
+			e.buf = append(e.buf, 0xc0)
+			return nil
+		}
+		fallthrough
+	case reflect.Array:
+		e.ArrayHeader(rv.Len())
+		for i := range rv.Len() {
+			if err := e.encodeElem(rv.Index(i)); err != nil {
+				return err
+			}
+		}
+	case reflect.Bool:
+		return e.Encode(rv.Bool())
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		e.Int(rv.Int())
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		e.Uint(rv.Uint())
+	case reflect.Float32:
+		return e.Encode(float32(rv.Float()))
+	case reflect.Float64:
+		e.Float64(rv.Float())
+	case reflect.String:
+		e.Str(rv.String())
+	default:
+		return fmt.Errorf("wire: cannot encode %s", rv.Type())
+	}
+	return nil
+}
+
+// encodeElem appends a struct field, map value or element reached by
+// reflection: a nil slice or map is nil there (Encode's typed cases write
+// a nil []string as an empty array).
+func (e *Encoder) encodeElem(v reflect.Value) error {
+	if (v.Kind() == reflect.Slice || v.Kind() == reflect.Map) && v.IsNil() {
+		e.buf = append(e.buf, 0xc0)
+		return nil
+	}
+	return e.Encode(v.Interface())
+}
+
+// structField is one encoded field of a struct type.
+type structField struct {
+	name      string
+	index     int
+	omitEmpty bool
+}
+
+var structFields sync.Map // reflect.Type → []structField
+
+// fieldsOf lists t's exported fields as its `msgpack` tags name them
+// ("name,omitempty"; "-" skips a field; no tag: the Go name), in
+// declaration order.
+func fieldsOf(t reflect.Type) []structField {
+	if fs, ok := structFields.Load(t); ok {
+		return fs.([]structField)
+	}
+	var fs []structField
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		tag := f.Tag.Get("msgpack")
+		if tag == "-" {
+			continue
+		}
+		name, opts, _ := strings.Cut(tag, ",")
+		if name == "" {
+			name = f.Name
+		}
+		fs = append(fs, structField{name: name, index: i, omitEmpty: opts == "omitempty"})
+	}
+	structFields.Store(t, fs)
+	return fs
+}
+
+// encodeStruct appends a struct as a map of its fields in declaration
+// order, keyed by their msgpack tags; an omitempty field is left out
+// when it is empty (false, 0, "", a nil pointer, an empty slice or map),
+// as vmihailenco/msgpack did for the HTTP responses.
+func (e *Encoder) encodeStruct(rv reflect.Value) error {
+	fs := fieldsOf(rv.Type())
+	n := 0
+	for _, f := range fs {
+		if !f.omitEmpty || !isEmpty(rv.Field(f.index)) {
+			n++
+		}
+	}
+	e.MapHeader(n)
+	for _, f := range fs {
+		fv := rv.Field(f.index)
+		if f.omitEmpty && isEmpty(fv) {
+			continue
+		}
+		e.Str(f.name)
+		if err := e.encodeElem(fv); err != nil {
+			return fmt.Errorf("%s: %w", f.name, err)
+		}
+	}
+	return nil
+}
+
+func isEmpty(v reflect.Value) bool {
+	switch v.Kind() {
+	case reflect.Array, reflect.Map, reflect.Slice, reflect.String:
+		return v.Len() == 0
+	case reflect.Pointer, reflect.Interface:
+		return v.IsNil()
+	case reflect.Struct:
+		return false
+	}
+	return v.IsZero()
 }

@@ -402,3 +402,74 @@ func TestDecodeLargeMap(t *testing.T) {
 		require.NoError(t, err, "size %d", size)
 	}
 }
+
+// TestEncodeStruct: structs are maps of their msgpack-tagged fields in
+// declaration order; omitempty leaves empty fields out; "-" and
+// unexported fields are skipped; nil pointers, slices and maps are nil.
+func TestEncodeStruct(t *testing.T) {
+	type inner struct {
+		N int `msgpack:"n"`
+	}
+	type outer struct {
+		B     string         `msgpack:"b"`
+		A     []string       `msgpack:"a"`
+		Opt   string         `msgpack:"opt,omitempty"`
+		Skip  int            `msgpack:"-"`
+		hid   int            //nolint:unused // unexported: skipped
+		Plain float32        // no tag: the Go name
+		In    *inner         `msgpack:"in"`
+		M     map[string]int `msgpack:"m"`
+		Arr   [2]uint8       `msgpack:"arr"`
+	}
+	for _, tc := range []struct {
+		name string
+		v    any
+		want *Map
+	}{
+		{"zero", outer{}, NewMap(6).Set("b", "").Set("a", nil).Set("Plain", float32(0)).Set("in", nil).Set("m", nil).
+			Set("arr", []any{int64(0), int64(0)})},
+		{"set", &outer{B: "x", A: []string{}, Opt: "o", Skip: 1, hid: 2, Plain: 1.5, In: &inner{N: -3}, M: map[string]int{"z": 1, "a": 300}, Arr: [2]uint8{1, 255}},
+			NewMap(7).Set("b", "x").Set("a", []any{}).Set("opt", "o").Set("Plain", float32(1.5)).Set("in", NewMap(1).Set("n", int64(-3))).
+				Set("m", NewMap(2).Set("a", int64(300)).Set("z", int64(1))).Set("arr", []any{int64(1), int64(255)})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := Marshal(tc.v, EncodingNPY)
+			require.NoError(t, err)
+			got, err := Decode(b, Limits{})
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+	_, err := Marshal(map[int]int{1: 2}, EncodingNPY)
+	assert.ErrorContains(t, err, "map keys must be strings")
+	_, err = Marshal(struct{ C chan int }{}, EncodingNPY)
+	assert.ErrorContains(t, err, "C: wire: cannot encode chan int")
+}
+
+// TestDecodeValueLimitAndDuplicates: MaxValues counts every value (keys
+// and containers too) and reports OverLimit; DuplicateKeys keeps both
+// entries where Decode otherwise refuses them; errors are DecodeErrors
+// matching ErrMsgpack.
+func TestDecodeValueLimitAndDuplicates(t *testing.T) {
+	body := []byte{0x81, 0xa1, 'a', 0x93, 0xc0, 0xc0, 0xc0} // {"a": [nil, nil, nil]}: 6 values
+	_, err := Decode(body, Limits{MaxValues: 6})
+	require.NoError(t, err)
+	_, err = Decode(body, Limits{MaxValues: 5})
+	var de *DecodeError
+	require.ErrorAs(t, err, &de)
+	assert.True(t, de.OverLimit)
+	assert.Equal(t, "more than 5 values", de.Msg)
+	assert.ErrorIs(t, err, ErrMsgpack)
+	_, err = Decode(body, Limits{MaxElements: 3})
+	require.ErrorAs(t, err, &de)
+	assert.True(t, de.OverLimit, "MaxElements is a limit too")
+
+	dup := []byte{0x82, 0xa1, 'a', 0x01, 0xa1, 'a', 0x02}
+	_, err = Decode(dup, Limits{})
+	require.ErrorAs(t, err, &de)
+	assert.False(t, de.OverLimit)
+	assert.Equal(t, `msgpack: offset 4: duplicate map key "a"`, err.Error())
+	v, err := Decode(dup, Limits{DuplicateKeys: true})
+	require.NoError(t, err)
+	assert.Equal(t, NewMap(2).Set("a", int64(1)).Set("a", int64(2)), v)
+}
