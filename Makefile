@@ -6,7 +6,7 @@ GO        ?= go
 BIN       := bin/gr00tgw
 PLUGINDIR := build/plugins
 # Packages with concurrency: run under the race detector.
-RACE_PKGS := ./gateway/... ./plugins/... ./core/tensor/... ./core/processor/... ./device/cpu/... ./device/runner/...
+RACE_PKGS := ./service/... ./frontend/... ./binding/... ./client/... ./session/... ./safety/... ./record/... ./plugins/... ./core/tensor/... ./core/processor/... ./device/cpu/... ./device/runner/...
 # Fidelity tests (goldens, corpora, kernels): run again at every ISA level.
 ISA_PKGS  := ./core/... ./device/cpu/... ./embodiments/...
 # The build and benchmark tools (gwimage, gwchart, gwschemas, benchmodel)
@@ -94,7 +94,7 @@ torch-deps:
 	fi
 
 test: plugins vet lint torch-deps
-	$(GO) test -count=1 $$($(GO) list ./... | grep -v -e /gateway -e /plugins -e /core/tensor -e /core/processor -e /device/cpu -e /device/runner)
+	$(GO) test -count=1 $$($(GO) list ./... | grep -v -e /service -e /frontend -e /binding -e /client -e /session -e /safety -e /record -e /plugins -e /core/tensor -e /core/processor -e /device/cpu -e /device/runner)
 	$(GO) test -count=1 -race $(RACE_PKGS)
 	@echo "== the tools module (tools/: image builder, chart renderer and checks, benchmark harness)"
 	cd tools && $(GO) test -count=1 ./...
@@ -116,7 +116,7 @@ test-short: plugins
 # the portable code). The plugin guests are built to wasm with the host
 # toolchain and run by wazero's arm64 compiler. ~10 min on 2 cores. Without
 # qemu it says so and succeeds. Binaries and logs: build/arm64/.
-ARM64_PKGS     := ./core/... ./device/... ./embodiments/... ./gateway/...
+ARM64_PKGS     := ./core/... ./device/... ./embodiments/... ./service/... ./frontend/... ./binding/...
 ARM64_PORTABLE := ./core/tensor ./core/model/... ./device/cpu
 ARM64_FLAGS    ?= -test.short
 QEMU_AARCH64   ?= $(shell command -v qemu-aarch64-static 2>/dev/null || command -v qemu-aarch64 2>/dev/null)

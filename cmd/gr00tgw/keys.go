@@ -9,7 +9,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/gr00tgw/gr00tgw/gateway/secure"
+	"github.com/gr00tgw/gr00tgw/frontend/secure"
 )
 
 func init() {

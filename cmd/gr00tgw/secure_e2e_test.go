@@ -22,8 +22,8 @@ import (
 	"github.com/gr00tgw/gr00tgw/client/openpiclient"
 	"github.com/gr00tgw/gr00tgw/client/rawobs"
 	"github.com/gr00tgw/gr00tgw/client/zmqclient"
-	"github.com/gr00tgw/gr00tgw/gateway/secure"
-	"github.com/gr00tgw/gr00tgw/gateway/secure/securetest"
+	"github.com/gr00tgw/gr00tgw/frontend/secure"
+	"github.com/gr00tgw/gr00tgw/frontend/secure/securetest"
 )
 
 // TestE2ESecure runs the real binary with TLS (a CA made here by

@@ -10,9 +10,9 @@ import (
 
 	"github.com/gr00tgw/gr00tgw/config"
 	"github.com/gr00tgw/gr00tgw/frontend"
-	"github.com/gr00tgw/gr00tgw/gateway/openpi"
-	"github.com/gr00tgw/gr00tgw/gateway/secure"
-	"github.com/gr00tgw/gr00tgw/gateway/zmq"
+	"github.com/gr00tgw/gr00tgw/frontend/openpi"
+	"github.com/gr00tgw/gr00tgw/frontend/secure"
+	"github.com/gr00tgw/gr00tgw/frontend/zmq"
 	"github.com/gr00tgw/gr00tgw/service"
 )
 

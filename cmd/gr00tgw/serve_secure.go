@@ -5,7 +5,7 @@ import (
 	"net"
 
 	"github.com/gr00tgw/gr00tgw/config"
-	"github.com/gr00tgw/gr00tgw/gateway/secure"
+	"github.com/gr00tgw/gr00tgw/frontend/secure"
 )
 
 // security is serve's TLS certificate and API keyring (nil when off),

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gr00tgw/gr00tgw/config"
-	"github.com/gr00tgw/gr00tgw/gateway/secure"
+	"github.com/gr00tgw/gr00tgw/frontend/secure"
 )
 
 func withKeys(keys ...string) fixtureOpt {

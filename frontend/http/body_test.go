@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gr00tgw/gr00tgw/config"
-	"github.com/gr00tgw/gr00tgw/gateway/secure"
-	"github.com/gr00tgw/gr00tgw/gateway/secure/securetest"
+	"github.com/gr00tgw/gr00tgw/frontend/secure"
+	"github.com/gr00tgw/gr00tgw/frontend/secure/securetest"
 )
 
 // serveTCP serves f on a loopback listener and returns its address.

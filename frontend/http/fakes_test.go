@@ -25,7 +25,7 @@ import (
 
 	"github.com/gr00tgw/gr00tgw/config"
 	"github.com/gr00tgw/gr00tgw/device"
-	"github.com/gr00tgw/gr00tgw/gateway/secure"
+	"github.com/gr00tgw/gr00tgw/frontend/secure"
 )
 
 // Test doubles for the gateway's consumer interfaces. They model the real

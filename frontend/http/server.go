@@ -37,7 +37,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/gr00tgw/gr00tgw/config"
-	"github.com/gr00tgw/gr00tgw/gateway/secure"
+	"github.com/gr00tgw/gr00tgw/frontend/secure"
 	"github.com/gr00tgw/gr00tgw/service"
 	"github.com/gr00tgw/gr00tgw/wire"
 )

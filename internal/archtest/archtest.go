@@ -33,8 +33,8 @@ var Rules = []Rule{
 	{Prefix: "config", Why: "configuration knows no other package"},
 	{Prefix: "core", May: []string{"internal/freelist"}, Why: "core knows nothing of HTTP, plugins or devices"},
 	{Prefix: "kernels", May: []string{"core"}, Why: "the megakernel's host side uses core's tensor types"},
-	{Prefix: "device", May: []string{"core", "kernels"}, Why: "a backend runs the model; it knows no gateway"},
-	{Prefix: "plugins", Why: "the plugin host never imports core, device or gateway"},
+	{Prefix: "device", May: []string{"core", "kernels"}, Why: "a backend runs the model; it knows no service or front end"},
+	{Prefix: "plugins", Why: "the plugin host never imports core, device, the service or a front end"},
 	{Prefix: "embodiments", May: []string{"plugins/pdk", "plugins/abi"}, Why: "a plugin knows the PDK only"},
 	{Prefix: "client", May: clientMay, Why: "a client links no server code"},
 	{Prefix: "api", Why: "protocol vocabulary shared by servers and clients; a leaf"},
@@ -46,10 +46,8 @@ var Rules = []Rule{
 		Why: "the service core drives core, plugins and device interfaces; it knows no network protocol"},
 	{Prefix: "binding", May: []string{"core", "plugins", "device", "config", "internal/freelist", "service"},
 		Why: "binds plugins, checkpoint and device into the service's interfaces"},
-	{Prefix: "frontend", May: []string{"service", "config", "wire", "api", "gateway/secure"},
+	{Prefix: "frontend", May: []string{"service", "config", "wire", "api"},
 		Why: "a front end translates its protocol to the service; it knows no plugins, devices or model"},
-	{Prefix: "gateway", May: []string{"core", "plugins", "device", "config", "assets", "internal/freelist", "service", "frontend", "wire", "api"},
-		Why: "the gateway uses core, plugins, device interfaces and config"},
 }
 
 // Client packages (client/ and below, or a last path element ending in

@@ -73,30 +73,34 @@ func TestCheckFindsPlantedViolations(t *testing.T) {
 	Exceptions = map[string]string{"core/processor -> assets": "planted for this test"}
 	t.Cleanup(func() { Exceptions = saved })
 	g := Graph{
-		"core/processor":        {"assets"}, // the listed exception
-		"client/oipclient":      {"gateway/oip", "client/rawobs", "api/oip"},
-		"client/rawobs":         {"core/image", "gateway"},
-		"core/tensor":           {"gateway"},
-		"device/cpu":            {"core/tensor", "gateway/wire"},
-		"plugins":               {"core/image"},
-		"embodiments/droid":     {"plugins/pdk", "core/tensor"},
-		"gateway/zmq/zmqclient": {"gateway/zmq"},
-		"newtop/thing":          nil,
-		"config":                {"device"},
-		"internal/benchcpu":     {"gateway"},
+		"core/processor":         {"assets"}, // the listed exception
+		"client/oipclient":       {"frontend/oip", "client/rawobs", "api/oip"},
+		"client/rawobs":          {"core/image", "service"},
+		"core/tensor":            {"service"},
+		"device/cpu":             {"core/tensor", "frontend/zmq"},
+		"plugins":                {"core/image"},
+		"embodiments/droid":      {"plugins/pdk", "core/tensor"},
+		"frontend/zmq/zmqclient": {"frontend/zmq"},
+		"service":                {"frontend/http", "plugins", "session"},
+		"frontend/zmq":           {"plugins", "service", "wire/zmtp"},
+		"newtop/thing":           nil,
+		"config":                 {"device"},
+		"internal/benchcpu":      {"service"},
 	}
 	got := strings.Join(Check(g), "\n")
 	for _, want := range []string{
-		"core/tensor -> gateway: core may import itself, internal/freelist only",
-		"device/cpu -> gateway/wire: device may import",
+		"core/tensor -> service: core may import itself, internal/freelist only",
+		"device/cpu -> frontend/zmq: device may import",
 		"plugins -> core/image: plugins may import itself only",
 		"embodiments/droid -> core/tensor: embodiments may import",
-		"gateway/zmq/zmqclient -> gateway/zmq: a client package imports a server package",
-		"client/oipclient -> gateway/oip: a client package imports a server package",
-		"client/rawobs -> gateway: a client package imports a server package",
+		"frontend/zmq/zmqclient -> frontend/zmq: a client package imports a server package",
+		"service -> frontend/http: service may import",
+		"frontend/zmq -> plugins: frontend may import",
+		"client/oipclient -> frontend/oip: a client package imports a server package",
+		"client/rawobs -> service: a client package imports a server package",
 		"newtop/thing: no rule covers this package",
 		"config -> device: config may import itself only",
-		"internal/benchcpu -> gateway: internal may import itself only",
+		"internal/benchcpu -> service: internal may import itself only",
 	} {
 		assert.Contains(t, got, want)
 	}
@@ -104,6 +108,9 @@ func TestCheckFindsPlantedViolations(t *testing.T) {
 	assert.NotContains(t, got, "-> client/rawobs", "a client may import the raw-observation helpers")
 	assert.NotContains(t, got, "-> api/oip", "a client may import the protocol vocabulary")
 	assert.NotContains(t, got, "client/rawobs -> core/image", "a client may import core")
+	assert.NotContains(t, got, "service -> plugins", "the service core drives the plugins")
+	assert.NotContains(t, got, "frontend/zmq -> service", "a front end translates to the service")
+	assert.NotContains(t, got, "frontend/zmq -> wire/zmtp", "a front end uses the wire formats")
 
 	// An exception that no longer occurs is reported, so the list only shrinks.
 	delete(g, "core/processor")

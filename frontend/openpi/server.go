@@ -33,7 +33,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/gr00tgw/gr00tgw/frontend"
-	"github.com/gr00tgw/gr00tgw/gateway/secure"
+	"github.com/gr00tgw/gr00tgw/frontend/secure"
 	"github.com/gr00tgw/gr00tgw/service"
 )
 

@@ -17,7 +17,7 @@ import (
 
 	"github.com/gr00tgw/gr00tgw/client/openpiclient"
 	"github.com/gr00tgw/gr00tgw/frontend"
-	"github.com/gr00tgw/gr00tgw/gateway/secure"
+	"github.com/gr00tgw/gr00tgw/frontend/secure"
 	"github.com/gr00tgw/gr00tgw/service"
 	"github.com/gr00tgw/gr00tgw/service/servicetest"
 	"github.com/gr00tgw/gr00tgw/wire"

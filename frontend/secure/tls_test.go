@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/gr00tgw/gr00tgw/gateway/secure"
-	"github.com/gr00tgw/gr00tgw/gateway/secure/securetest"
+	"github.com/gr00tgw/gr00tgw/frontend/secure"
+	"github.com/gr00tgw/gr00tgw/frontend/secure/securetest"
 )
 
 // TestCertificateReloadAndPlainHTTP serves net/http over Listen: a client

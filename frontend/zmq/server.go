@@ -27,7 +27,7 @@ import (
 	"time"
 
 	"github.com/gr00tgw/gr00tgw/frontend"
-	"github.com/gr00tgw/gr00tgw/gateway/secure"
+	"github.com/gr00tgw/gr00tgw/frontend/secure"
 	"github.com/gr00tgw/gr00tgw/service"
 	"github.com/gr00tgw/gr00tgw/wire"
 	"github.com/gr00tgw/gr00tgw/wire/zmtp"
