@@ -120,7 +120,7 @@ type Config struct {
 	Metrics Metrics `koanf:"metrics"`
 
 	// ZMQ is the Isaac-GR00T ZeroMQ policy endpoint; OpenPI the openpi
-	// websocket endpoint (gateway/zmq, gateway/openpi). Both are off
+	// websocket endpoint (frontend/zmq, frontend/openpi). Both are off
 	// unless their addr is set.
 	ZMQ    ZMQ    `koanf:"zmq"`
 	OpenPI OpenPI `koanf:"openpi"`
@@ -131,7 +131,7 @@ type Config struct {
 	// TLS, when its files are set, serves the HTTP API over HTTPS only;
 	// Auth, when its key file is set, requires an API key on every
 	// predict route of every protocol. Both are off by default and
-	// re-read on SIGHUP (gateway/secure).
+	// re-read on SIGHUP (frontend/secure).
 	TLS  TLS  `koanf:"tls"`
 	Auth Auth `koanf:"auth"`
 }

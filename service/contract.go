@@ -11,8 +11,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// What the robot-protocol front ends (gateway/zmq, gateway/openpi) need of
-// the gateway besides Predict: the served embodiments' contracts, request
+// What the robot-protocol front ends (frontend/zmq, frontend/openpi) need of
+// the service besides Predict: the served embodiments' contracts, request
 // ids, and one server span plus one metric per protocol message.
 
 // ModalityConfig is one modality of an embodiment's processor contract in

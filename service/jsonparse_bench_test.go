@@ -17,7 +17,7 @@ import (
 // schema pass, the whole of decodeJSON, and encoding/json with UseNumber
 // for scale.
 //
-//	go test -run '^$' -bench DecodeJSONDemo -benchmem ./gateway/
+//	go test -run '^$' -bench DecodeJSONDemo -benchmem ./service
 func BenchmarkDecodeJSONDemo(b *testing.B) {
 	body, err := os.ReadFile("testdata/droid_request.json")
 	if err != nil {

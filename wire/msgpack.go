@@ -1,5 +1,5 @@
 // Package wire is the one wire codec of the gateway: every front end
-// (HTTP's msgpack bodies and responses, gateway/zmq, gateway/openpi) and
+// (HTTP's msgpack bodies and responses, frontend/zmq, frontend/openpi) and
 // every client decodes and encodes msgpack here. It holds a
 // bounds-checked, allocation-limited msgpack decoder that keeps map keys'
 // kind (str or bin), a msgpack encoder that writes bin keys as bin and

@@ -3,7 +3,7 @@
 // input, output and parameter names, the tensor data types, the binary
 // data extension's header, and the response object. It has no behaviour
 // and imports nothing of the module, so a client can speak the protocol
-// without linking the server (gateway/oip serves it, client/oipclient
+// without linking the server (frontend/oip serves it, client/oipclient
 // sends it).
 package oip
 

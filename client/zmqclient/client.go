@@ -350,7 +350,7 @@ func strs(v any) []string {
 // Form is how GetAction lays the observation out.
 type Form string
 
-// Observation forms (see gateway/zmq's Form).
+// Observation forms (see frontend/zmq's Form).
 const (
 	Nested Form = "nested" // N1.6/N1.7: {video: {cam}, state: {group}, language: {key: [[str]]}}
 	Flat   Form = "flat"   // N1.7 sim wrapper: video.<cam>, state.<group>, <language key>: [str]

@@ -815,6 +815,30 @@ func TestREADMEPackages(t *testing.T) {
 	}
 }
 
+// Front-door budgets (issue 26): README.md is a front door, not the manual
+// (it had grown to 57 KB), and RATIONALE.md holds decisions, not run logs
+// (it had grown to 833 lines); what does not fit goes to docs/.
+const (
+	readmeMaxBytes    = 12 << 10
+	rationaleMaxLines = 420 // "under ~400", with room for one record
+)
+
+// TestDocBudgets holds README.md and RATIONALE.md to their budgets.
+func TestDocBudgets(t *testing.T) {
+	root := moduleRoot(t)
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	require.NoError(t, err)
+	if len(readme) > readmeMaxBytes {
+		t.Errorf("README.md is %d bytes, over its %d: move detail to docs/*.md and link it", len(readme), readmeMaxBytes)
+	}
+	rationale, err := os.ReadFile(filepath.Join(root, "RATIONALE.md"))
+	require.NoError(t, err)
+	n := strings.Count(string(rationale), "\n")
+	if n > rationaleMaxLines {
+		t.Errorf("RATIONALE.md is %d lines, over its %d: keep what, why, the figure and the command; move the rest to docs/internals.md or docs/performance.md", n, rationaleMaxLines)
+	}
+}
+
 // TestDocLinks: every relative link of README.md, RATIONALE.md and
 // docs/*.md names a file that exists, and its #anchor a heading there
 // (GitHub's anchors: lower case, punctuation dropped, spaces to hyphens).

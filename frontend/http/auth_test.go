@@ -34,7 +34,7 @@ func withKeys(keys ...string) fixtureOpt {
 // TestAPIKeys: with keys configured every route but the probes, /metrics
 // and /admin/reload answers 401 {"error"} with WWW-Authenticate: Bearer
 // before its handler runs, for a missing or wrong key; Bearer and
-// X-API-Key both work; a route mounted after New (as gateway/oip mounts
+// X-API-Key both work; a route mounted after New (as frontend/oip mounts
 // /v2/models/{name}/infer) is covered too. Without keys nothing changes.
 func TestAPIKeys(t *testing.T) {
 	f := newFixture(t, true, withKeys("key-1", "key-2"))

@@ -21,7 +21,7 @@ import (
 // returns at once), so this is everything but the model pipeline. It
 // drives the fasthttp handler directly: no sockets, no client.
 //
-//	go test -run '^$' -bench PredictOverhead -benchtime 200x ./gateway/
+//	go test -run '^$' -bench PredictOverhead -benchtime 200x ./frontend/http
 func BenchmarkPredictOverhead(b *testing.B) {
 	f := newFixture(b, true)
 	m := demoRequest(b)
@@ -63,7 +63,7 @@ func BenchmarkPredictOverhead(b *testing.B) {
 // turn across the served set. It reports each set's median per request
 // and the ratios to one embodiment.
 //
-//	go test -run '^$' -bench PredictOverheadEmbodiments -benchtime 2000x ./gateway/
+//	go test -run '^$' -bench PredictOverheadEmbodiments -benchtime 2000x ./frontend/http
 func BenchmarkPredictOverheadEmbodiments(b *testing.B) {
 	sizes := []int{1, 2, 8}
 	type server struct {

@@ -249,7 +249,7 @@ func TestEncode(t *testing.T) {
 // is a 400 or 422 *service.HandlerError, and a parsed request names only
 // the contract's cameras and groups. Seeds: the f.Add calls (JSON,
 // binary FP32, binary BYTES, nested UINT8); run with
-// go test -run X -fuzz FuzzParse ./gateway/oip/.
+// go test -run X -fuzz FuzzParse ./frontend/oip/.
 func FuzzParse(f *testing.F) {
 	js, _ := json.Marshal(map[string]any{"inputs": droidInputs()})
 	f.Add(js, -1)

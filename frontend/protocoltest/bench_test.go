@@ -30,7 +30,7 @@ import (
 // decode stage alone (validation and PNG decoding, or the raw frames'
 // copy-free hand-over).
 //
-//	go test -run '^$' -bench BenchmarkDROIDRequest -benchtime 30x ./gateway/protocoltest
+//	go test -run '^$' -bench BenchmarkDROIDRequest -benchtime 30x ./frontend/protocoltest
 func BenchmarkDROIDRequest(b *testing.B) {
 	e := setup(b)
 	var m map[string]any

@@ -1,7 +1,7 @@
 // Package zmtp is a minimal ZMTP 3.0 peer (https://rfc.zeromq.org/spec/23/)
 // over one TCP connection: the 64-byte greeting, the NULL security
 // mechanism's READY handshake with a socket-type check, and message frames
-// with short (1-byte) and long (8-byte) lengths. It is what gateway/zmq
+// with short (1-byte) and long (8-byte) lengths. It is what frontend/zmq
 // serves Isaac-GR00T's pyzmq REQ clients with (announcing ROUTER, so each
 // connection is one peer and replies keep the request's envelope) and
 // what its Go client speaks (announcing REQ).
