@@ -94,7 +94,7 @@ torch-deps:
 	fi
 
 test: plugins vet lint torch-deps
-	$(GO) test -count=1 $$($(GO) list ./... | grep -v -e /service -e /frontend -e /binding -e /client -e /session -e /safety -e /record -e /plugins -e /core/tensor -e /core/processor -e /device/cpu -e /device/runner)
+	$(GO) test -count=1 -timeout 25m $$($(GO) list ./... | grep -v -e /service -e /frontend -e /binding -e /client -e /session -e /safety -e /record -e /plugins -e /core/tensor -e /core/processor -e /device/cpu -e /device/runner)
 	$(GO) test -count=1 -race $(RACE_PKGS)
 	@echo "== the tools module (tools/: image builder, chart renderer and checks, benchmark harness)"
 	cd tools && $(GO) test -count=1 ./...
