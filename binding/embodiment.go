@@ -39,6 +39,7 @@ func newPluginEmbodiment(p *plugins.Plugin) *pluginEmbodiment {
 	for _, a := range d.Actions {
 		info.ActionGroups = append(info.ActionGroups, service.Group{Key: a.Key, Dim: a.Dim})
 	}
+	info.ControlHz, _ = p.ControlHz()
 	return &pluginEmbodiment{p: p, info: info}
 }
 
