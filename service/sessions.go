@@ -174,7 +174,7 @@ type rtcPlan struct {
 func (p *prediction) resolveRTC() error {
 	r, info, model := p.r, &p.info, &p.deps.Model
 	var st *session.State
-	if r.Session != "" {
+	if r.Session != "" || r.SessionField != "" { // a named but empty id is refused too
 		if err := checkSessionID(r.Session, r.SessionField); err != nil {
 			return err
 		}
