@@ -73,8 +73,16 @@ type Gateway struct {
 	// Inflight, Peak and Canceled count Predict calls running, the most
 	// at once, and those ended by their context.
 	Inflight, Peak, Canceled atomic.Int32
-	// Resets are the session ids ResetSession received (valid ones).
+	// Resets are the session ids ResetSession received (valid ones;
+	// read them with ResetsCopy while a server runs).
 	Resets []string
+}
+
+// ResetsCopy returns a copy of Resets.
+func (f *Gateway) ResetsCopy() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.Resets...)
 }
 
 // ResetSession implements service.Service: it validates id as the
