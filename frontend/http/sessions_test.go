@@ -217,7 +217,10 @@ func TestPredictSessionBadInput(t *testing.T) {
 		}, nil, 400, "options.action_horizon"},
 		{"r = 0", func(m map[string]any) { m["session"] = "keep"; m["options"] = map[string]any{"rtc_ramp_rate": 0} }, nil, 400, "options.rtc_ramp_rate"},
 		{"auto horizon", func(m map[string]any) { m["session"] = "keep"; m["options"] = map[string]any{"action_horizon": "auto"} }, nil, 422, "options.action_horizon"},
-		{"other string", func(m map[string]any) { m["session"] = "keep"; m["options"] = map[string]any{"rtc_frozen_steps": "soon"} }, nil, 422, "options.rtc_frozen_steps"},
+		{"other string", func(m map[string]any) {
+			m["session"] = "keep"
+			m["options"] = map[string]any{"rtc_frozen_steps": "soon"}
+		}, nil, 422, "options.rtc_frozen_steps"},
 		{"auto without a session", func(m map[string]any) {
 			m["options"] = map[string]any{"action_horizon": 40, "rtc_overlap_steps": "auto", "rtc_frozen_steps": 1, "rtc_ramp_rate": 6}
 			m["rtc_prev_action"] = prevChunk(40)
