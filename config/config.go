@@ -128,6 +128,8 @@ type Config struct {
 	// Sessions bounds the per-robot session store (real-time chunking
 	// across calls; config/sessions.go).
 	Sessions Sessions `koanf:"sessions"`
+	// RTC configures real-time chunking (rtc.mode).
+	RTC RTC `koanf:"rtc"`
 
 	// Device configures where the backend runs (device/runner).
 	Device Device `koanf:"device"`
@@ -343,6 +345,7 @@ func Default() Config {
 		ZMQ:      ZMQ{MaxMessageBytes: 64 << 20, MaxBatch: 8, IdleTimeout: 10 * time.Minute, ReadTimeout: 30 * time.Second},
 		OpenPI:   OpenPI{MaxMessageBytes: 64 << 20, IdleTimeout: 10 * time.Minute, ReadTimeout: 30 * time.Second},
 		Sessions: defaultSessions(),
+		RTC:      RTC{Mode: RTCModeUpstream},
 		Device: Device{Isolation: defaultIsolation(), Runners: 1, RunnerPingInterval: time.Second, RunnerPingTimeout: 3 * time.Second,
 			RunnerCallGrace: 2 * time.Second, RunnerStartTimeout: 5 * time.Minute, RunnerMaxRestarts: 5,
 			Torch: Torch{Device: "cuda", Dtype: "auto", Python: "python3", CUDAGraphs: true}},

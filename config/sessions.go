@@ -22,6 +22,23 @@ type Sessions struct {
 	MaxBytes int `koanf:"max_bytes" flag:"sessions-max-bytes" usage:"memory bound of the session store in bytes (least recently used evicted past it)"`
 }
 
+// RTC configures real-time chunking.
+type RTC struct {
+	// Mode is how a session's previous chunk seeds the next: "upstream"
+	// (default: its rows as the model produced them, bit-exact with
+	// upstream N1.7) or "reencode" (the plugin re-expresses the rows not
+	// yet executed against the current state and renormalises them at
+	// their new positions, for state-relative action groups; plugins
+	// without the reencode export fall back to upstream).
+	Mode string `koanf:"mode" flag:"rtc-mode" usage:"how a session's previous chunk seeds real-time chunking: upstream (bit-exact) or reencode (re-expressed against the current state by the plugin)"`
+}
+
+// RTC modes.
+const (
+	RTCModeUpstream = "upstream"
+	RTCModeReencode = "reencode"
+)
+
 // Defaults of Sessions (session.DefaultMaxSessions etc.; config does not
 // import the session package).
 const (
@@ -43,6 +60,7 @@ func (c *Config) sessionChecks() []keyCheck {
 			return nil
 		}},
 		{"sessions.ttl", func() error { return positive(c.Sessions.TTL) }},
+		{"rtc.mode", func() error { return oneOf(c.RTC.Mode, RTCModeUpstream, RTCModeReencode) }},
 		{"sessions.max_bytes", func() error {
 			if c.Sessions.MaxBytes < 64<<10 {
 				return fmt.Errorf("%d is below 65536 (one session of a full chunk needs ~22 KB)", c.Sessions.MaxBytes)

@@ -14,6 +14,7 @@ import (
 func TestSessionsKeys(t *testing.T) {
 	d := Default()
 	assert.Equal(t, Sessions{Max: 1024, TTL: 5 * time.Minute, MaxBytes: 64 << 20}, d.Sessions)
+	assert.Equal(t, "upstream", d.RTC.Mode)
 	for _, tc := range []struct {
 		name    string
 		file    string
@@ -32,6 +33,7 @@ func TestSessionsKeys(t *testing.T) {
 		{name: "max huge", args: []string{"--sessions-max=2000000"}, wantErr: "key[sessions.max]"},
 		{name: "ttl zero", env: []string{"GR00TGW_SESSIONS_TTL=0s"}, wantErr: "key[sessions.ttl]"},
 		{name: "bytes tiny", args: []string{"--sessions-max-bytes=1000"}, wantErr: "key[sessions.max_bytes]"},
+		{name: "rtc mode", args: []string{"--rtc-mode=guided"}, wantErr: "key[rtc.mode]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := Sources{Environ: tc.env}

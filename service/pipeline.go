@@ -105,6 +105,9 @@ func (p *prediction) run(start time.Time) (*PredictResponse, error) {
 	if err := p.pre(); err != nil {
 		return nil, classify(err, "plugin.pre")
 	}
+	if err := p.reencode(); err != nil { // rtc.mode reencode (sessions.go)
+		return nil, classify(err, "plugin.reencode")
+	}
 	if err := p.encode(); err != nil {
 		return nil, classify(err, "encode")
 	}

@@ -121,4 +121,9 @@ type RTCReport struct {
 	Skipped string `json:"skipped,omitempty" msgpack:"skipped,omitempty"`
 	// Dropped names why the session's chunk was dropped (session.DropReason).
 	Dropped string `json:"dropped,omitempty" msgpack:"dropped,omitempty"`
+	// Mode is "reencode" when the plugin re-expressed the session's chunk
+	// (rtc.mode reencode), Shift its rows executed since it was produced
+	// (Horizon is then H − Shift); omitted for upstream's rows.
+	Mode  string `json:"mode,omitempty" msgpack:"mode,omitempty"`
+	Shift int    `json:"shift,omitempty" msgpack:"shift,omitempty"`
 }

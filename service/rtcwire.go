@@ -117,5 +117,8 @@ func (r *RTCReport) Wire() *wire.Map {
 	if r.Dropped != "" {
 		m.Set("dropped", r.Dropped)
 	}
+	if r.Mode != "" {
+		m.Set("mode", r.Mode).Set("shift", int64(r.Shift))
+	}
 	return m
 }

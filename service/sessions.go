@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/gr00tgw/gr00tgw/config"
 	"github.com/gr00tgw/gr00tgw/device"
 	"github.com/gr00tgw/gr00tgw/session"
 )
@@ -164,6 +165,7 @@ type rtcPlan struct {
 	autoO     bool
 	autoF     bool
 	sessState *session.State // the session's state at lookup, nil without a session
+	mode      string         // "upstream", or "reencode" once the plugin re-expressed prev
 }
 
 // resolveRTC looks the request's session up and resolves real-time
@@ -190,7 +192,7 @@ func (p *prediction) resolveRTC() error {
 		return checkRTC(r, info, model) // rtc_prev_action needs options
 	}
 	o := *r.Options
-	plan := &rtcPlan{sessState: st, autoO: o.OverlapAuto, autoF: o.FrozenAuto}
+	plan := &rtcPlan{sessState: st, autoO: o.OverlapAuto, autoF: o.FrozenAuto, mode: config.RTCModeUpstream}
 	p.rtc = plan
 	hz := info.ControlHz
 	autoErr := func(k string, why string) error {
@@ -363,9 +365,9 @@ func (p *prediction) applyRTC(span trace.Span) {
 		Frozen: rep.Frozen, RampRate: rep.RampRate}
 	span.SetAttributes(attribute.Int("rtc.overlap", rep.Overlap), attribute.Int("rtc.frozen", rep.Frozen),
 		attribute.Float64("rtc.ramp_rate", rep.RampRate), attribute.Bool("rtc.overlap_auto", plan.autoO),
-		attribute.Bool("rtc.frozen_auto", plan.autoF))
+		attribute.Bool("rtc.frozen_auto", plan.autoF), attribute.String("rtc.mode", plan.mode))
 	in := p.s.sessInst
-	in.rtc.Add(p.ctx, 1, metric.WithAttributes(attribute.String("source", rep.Source), attribute.String("mode", "upstream")))
+	in.rtc.Add(p.ctx, 1, metric.WithAttributes(attribute.String("source", rep.Source), attribute.String("mode", plan.mode)))
 	in.rows.Record(p.ctx, int64(rep.Overlap), metric.WithAttributes(attribute.String("kind", "overlap"), attribute.Bool("auto", plan.autoO)))
 	in.rows.Record(p.ctx, int64(rep.Frozen), metric.WithAttributes(attribute.String("kind", "frozen"), attribute.Bool("auto", plan.autoF)))
 }
@@ -385,9 +387,108 @@ func (p *prediction) storeSession(start time.Time) {
 	_, err := p.s.sessions.Update(p.r.Session, session.Update{
 		Embodiment: p.info.Name, PluginVersion: p.info.PluginVersion,
 		ActionPred: res.ActionPred, Rows: res.Horizon, Cols: res.ActionDim,
-		Latency: time.Since(start),
+		Latency:  time.Since(start),
+		RawState: p.rawState(), StateDType: p.r.StateDtype,
 	})
 	if err != nil {
 		p.s.log.Warn("session not updated", "request_id", p.rid, "error", err)
 	}
+}
+
+// Reencoder is implemented by an Embodiment whose plugin can re-express a
+// previous chunk against the current state (plugins/ABI.md §11, the
+// gw_reencode export), for rtc.mode reencode.
+type Reencoder interface {
+	// CanReencode reports whether the plugin has the export.
+	CanReencode() bool
+	// Reencode returns the previous chunk's rows Shift..H−1 re-expressed
+	// against State and normalised at rows 0..H−Shift−1: [rows, Dim].
+	Reencode(ctx context.Context, in *ReencodeInput) (out []float32, rows int, err error)
+}
+
+// ReencodeInput is a session's previous chunk to re-express.
+type ReencodeInput struct {
+	RequestID, Embodiment, StateDtype string
+	// ActionPred is the previous chunk, [Rows, Dim] row-major, normalised.
+	ActionPred []float32
+	Rows, Dim  int
+	// Shift is the chunk's rows executed since it was produced (0 ≤ Shift < H).
+	Shift int
+	// PrevState is the raw state that produced ActionPred; State the
+	// current request's (rounded to StateDtype).
+	PrevState, State map[string][]float64
+}
+
+// rawState is the request's raw state for its session in rtc.mode
+// reencode (the next predict's plugin re-expresses this chunk from it);
+// nil in upstream mode, which never reads it.
+func (p *prediction) rawState() []session.RawGroup {
+	if p.s.cfg.RTC.Mode != config.RTCModeReencode || p.v == nil {
+		return nil
+	}
+	out := make([]session.RawGroup, 0, len(p.info.StateGroups))
+	for _, g := range p.info.StateGroups {
+		if v, ok := p.v.state[g.Key]; ok {
+			out = append(out, session.RawGroup{Key: g.Key, Values: v})
+		}
+	}
+	return out
+}
+
+// reencode is rtc.mode reencode (issue 27 point 5): when the previous
+// chunk is the session's and the plugin has the export, the plugin
+// re-expresses its rows not yet executed — e = ⌊elapsed × control_hz⌋,
+// clamped to [0, H−1]; 0 without a control rate — against the current
+// state, and RTC runs on the result with action_horizon H − e (new row i
+// is old row e + i; overlap and frozen clamped to it; the plugin
+// re-expresses the embodiment's whole horizon, of which RTC reads the
+// request's H − e rows). A plugin without
+// the export, or a session chunk stored without its state, keeps
+// upstream's rows (the report's mode says which ran). Runs after
+// plugin.pre, as its own plugin stage.
+func (p *prediction) reencode() error {
+	plan := p.rtc
+	if p.s.cfg.RTC.Mode != config.RTCModeReencode || plan == nil || plan.report == nil || plan.report.Source != rtcSourceSession ||
+		plan.report.Skipped != "" || plan.sessState == nil || len(plan.sessState.RawState) == 0 {
+		return nil
+	}
+	re, ok := p.e.b.Embodiment.(Reencoder)
+	if !ok || !re.CanReencode() {
+		return nil
+	}
+	st, rep := plan.sessState, plan.report
+	h := rep.Horizon
+	e := 0
+	if hz := p.info.ControlHz; hz > 0 && !math.IsInf(hz, 0) {
+		e = h - session.AutoOverlap(time.Since(st.ProducedAt), hz, h)
+	}
+	e = min(max(e, 0), h-1)
+	prev := make(map[string][]float64, len(st.RawState))
+	for _, g := range st.RawState {
+		prev[g.Key] = g.Values
+	}
+	var out []float32
+	var rows int
+	_, err := p.stage("plugin.reencode", func(ctx context.Context, _ trace.Span) error {
+		t0 := time.Now()
+		var err error
+		out, rows, err = re.Reencode(ctx, &ReencodeInput{RequestID: p.rid, Embodiment: p.info.Name, StateDtype: p.r.StateDtype,
+			ActionPred: plan.prev, Rows: plan.prevRows, Dim: st.Cols, Shift: e, PrevState: prev, State: p.v.state})
+		p.pluginMetric("reencode", time.Since(t0), err)
+		if want := p.info.ActionHorizon - e; err == nil && (rows != want || len(out) != rows*st.Cols) {
+			err = fmt.Errorf("plugin re-encoded %d values as %d rows, want [%d, %d]", len(out), rows, want, st.Cols)
+		}
+		return err
+	}, p.embAttrs...)
+	if err != nil {
+		return err
+	}
+	// The plugin re-expresses the embodiment's whole horizon; RTC's
+	// horizon is the request's H, shifted the same way.
+	plan.prev, plan.prevRows, plan.mode = out, rows, config.RTCModeReencode
+	rep.Horizon = h - e
+	rep.Overlap = min(rep.Overlap, rep.Horizon)
+	rep.Frozen = min(rep.Frozen, rep.Overlap)
+	rep.Mode, rep.Shift = config.RTCModeReencode, e
+	return nil
 }

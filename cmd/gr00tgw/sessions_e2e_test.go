@@ -175,3 +175,36 @@ func TestE2ESessionRTC(t *testing.T) {
 	assert.Equal(t, "no_chunk", post("h1", 11, true)["rtc"].(map[string]any)["skipped"], "h1 was evicted")
 	require.NoError(t, g.stop(t))
 }
+
+// TestE2ESessionReencode: rtc.mode reencode on the real binary and the
+// shipped DROID plugin: the session's chunk goes through the plugin's
+// gw_reencode (shift = rows executed since it was produced), RTC runs with
+// action_horizon H − shift, and the response says so.
+func TestE2ESessionReencode(t *testing.T) {
+	bin, plugins := buildGateway(t)
+	g := startGateway(t, bin, plugins, "--rtc-mode", "reencode")
+	demo := getDemo(t, g)
+	post := func(seed int, opts map[string]any) map[string]any {
+		return postDemo(t, g, demo, func(m map[string]any) {
+			delete(m, "noise")
+			m["seed"], m["return_normalized"], m["session"] = seed, true, "re-1"
+			if opts != nil {
+				m["options"] = opts
+			}
+		})
+	}
+	first := post(7, nil)["action_pred_normalized"].([]any)
+	second := post(11, map[string]any{"rtc_overlap_steps": 12, "rtc_frozen_steps": 4})
+	rep := second["rtc"].(map[string]any)
+	assert.Equal(t, "reencode", rep["mode"], "%v", rep)
+	shift := 0
+	if v, ok := rep["shift"].(float64); ok {
+		shift = int(v)
+	}
+	assert.Equal(t, float64(40-shift), rep["action_horizon"])
+	assert.Equal(t, "session", rep["source"])
+	got := second["action_pred_normalized"].([]any)
+	require.Len(t, got, 40)
+	assert.NotEqual(t, first[40-12], got[0], "the frozen rows are the re-encoded ones, not upstream's copies of relative rows")
+	require.NoError(t, g.stop(t))
+}

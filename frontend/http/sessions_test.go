@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -252,4 +254,86 @@ func TestPredictSessionBadInput(t *testing.T) {
 		assert.Contains(t, e.Field, "options.rtc_", e.Error)
 		assert.Contains(t, e.Error, "control_hz")
 	}
+}
+
+// reencodeEmb is the fake embodiment with a gw_reencode: row i of its
+// output is the previous chunk's row Shift+i plus 1000 (so a test sees
+// which rows it took), over the embodiment's whole horizon.
+type reencodeEmb struct {
+	*fakeEmbodiment
+	mu     sync.Mutex
+	inputs []service.ReencodeInput
+}
+
+func (e *reencodeEmb) CanReencode() bool { return true }
+
+func (e *reencodeEmb) Reencode(_ context.Context, in *service.ReencodeInput) ([]float32, int, error) {
+	e.mu.Lock()
+	e.inputs = append(e.inputs, *in)
+	e.mu.Unlock()
+	h := e.info.ActionHorizon
+	rows := h - in.Shift
+	out := make([]float32, rows*in.Dim)
+	for i := range out {
+		out[i] = in.ActionPred[in.Shift*in.Dim+i] + 1000
+	}
+	return out, rows, nil
+}
+
+// TestPredictSessionReencode: with rtc.mode reencode the plugin re-expresses
+// the session's chunk from the stored state against the current one,
+// shifted by the rows executed since (elapsed × control_hz), and RTC runs
+// on its rows with action_horizon H − shift.
+func TestPredictSessionReencode(t *testing.T) {
+	var re *reencodeEmb
+	f := newFixture(t, true, withSessions(1000, 16), func(c *config.Config, _ *fixtureOptions, f *fixture) {
+		c.RTC.Mode = config.RTCModeReencode
+		re = &reencodeEmb{fakeEmbodiment: f.emb}
+		f.binding.Embodiment = re
+	})
+	post := func(b []byte) service.PredictResponse {
+		t.Helper()
+		resp, rb := f.do(t, "POST", "/predict", b, nil)
+		require.Equal(t, http.StatusOK, resp.StatusCode, string(rb))
+		return predictResp(t, rb)
+	}
+	first := post(body(t, func(m map[string]any) {
+		m["session"], m["return_normalized"] = "r1", true
+		m["state"].(map[string]any)["joint_position"] = []any{0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7}
+	}))
+	time.Sleep(15 * time.Millisecond) // ≥ 15 rows at 1000 Hz
+	rep := post(sessBody(t, "r1", map[string]any{"rtc_overlap_steps": 40, "rtc_frozen_steps": 2})).RTC
+	require.NotNil(t, rep)
+	assert.Equal(t, "reencode", rep.Mode)
+	e := rep.Shift
+	assert.GreaterOrEqual(t, e, 15)
+	assert.LessOrEqual(t, e, 39)
+	assert.Equal(t, []int{40 - e, 40 - e, 2}, []int{rep.Horizon, rep.Overlap, rep.Frozen}, "horizon H − e, the overlap clamped to it")
+	got := f.backend.lastRTC
+	require.NotNil(t, got)
+	assert.Equal(t, 40-e, got.PrevRows)
+	assert.Equal(t, 40-e, got.Horizon)
+	prev := flat(first.ActionPredNormalized)
+	assert.Equal(t, prev[e*testActionDim]+1000, got.Prev[0], "row 0 is the re-encoded row e")
+	require.Len(t, re.inputs, 1)
+	in := re.inputs[0]
+	assert.Equal(t, e, in.Shift)
+	want := []float64{0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7}
+	for i, x := range want {
+		want[i] = float64(float32(x)) // rounded to state_dtype float32, as pre saw it
+	}
+	assert.Equal(t, want, in.PrevState["joint_position"], "the state that produced the chunk")
+	assert.NotEqual(t, in.PrevState["joint_position"], in.State["joint_position"], "against the current state")
+
+	// Upstream mode (the default) never calls the plugin.
+	g := newFixture(t, true, withSessions(1000, 16), func(_ *config.Config, _ *fixtureOptions, f *fixture) {
+		re = &reencodeEmb{fakeEmbodiment: f.emb}
+		f.binding.Embodiment = re
+	})
+	for range 2 {
+		resp, rb := g.do(t, "POST", "/predict", sessBody(t, "u1", map[string]any{"rtc_overlap_steps": 12, "rtc_frozen_steps": 2}), nil)
+		require.Equal(t, http.StatusOK, resp.StatusCode, string(rb))
+		assert.Equal(t, "", predictResp(t, rb).RTC.Mode)
+	}
+	assert.Empty(t, re.inputs)
 }
