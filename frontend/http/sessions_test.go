@@ -337,3 +337,38 @@ func TestPredictSessionReencode(t *testing.T) {
 	}
 	assert.Empty(t, re.inputs)
 }
+
+// TestSessionMetrics: the session and RTC instruments as Prometheus
+// exposes them; no metric carries a session id.
+func TestSessionMetrics(t *testing.T) {
+	mp, h, err := NewPrometheus()
+	require.NoError(t, err)
+	defer mp.Shutdown(context.Background())
+	f := newFixture(t, true, withSessions(15, 1), func(c *config.Config, o *fixtureOptions, d *fixture) {
+		o.MeterProvider, o.MetricsHandler = mp, h
+	})
+	for _, b := range [][]byte{
+		sessBody(t, "m-1", nil),
+		sessBody(t, "m-1", map[string]any{"rtc_overlap_steps": 12, "rtc_frozen_steps": "auto"}),
+		sessBody(t, "m-2", nil), // evicts m-1 (sessions.max 1)
+	} {
+		resp, rb := f.do(t, "POST", "/predict", b, nil)
+		require.Equal(t, http.StatusOK, resp.StatusCode, string(rb))
+	}
+	resp, _ := f.do(t, "DELETE", "/v1/sessions/m-2", nil, nil)
+	require.Equal(t, http.StatusNoContent, resp.StatusCode)
+	resp, b := f.do(t, "GET", "/metrics", nil, nil)
+	require.Equal(t, 200, resp.StatusCode)
+	out := string(b)
+	for _, want := range []string{
+		`gateway_sessions_active 0`,
+		`gateway_sessions_evictions_total{reason="capacity"} 1`,
+		`gateway_sessions_resets_total 1`,
+		`gateway_rtc_predictions_total{mode="upstream",source="session"} 1`,
+		`gateway_rtc_rows_bucket{auto="false",kind="overlap",le="12"} 1`,
+		`gateway_rtc_rows_count{auto="true",kind="frozen"} 1`,
+	} {
+		assert.Contains(t, out, want)
+	}
+	assert.NotContains(t, out, "m-1", "session ids are never labels")
+}
