@@ -372,3 +372,49 @@ func TestSessionMetrics(t *testing.T) {
 	}
 	assert.NotContains(t, out, "m-1", "session ids are never labels")
 }
+
+// TestPredictSessionEmbodiment: a session that moves to another
+// embodiment drops its chunk (reported embodiment_changed); a client's
+// rtc_prev_action with a session of another embodiment is refused naming
+// rtc_prev_action, the session unchanged.
+func TestPredictSessionEmbodiment(t *testing.T) {
+	f := newFixture(t, true, withSessions(15, 16), withSecond(t, "1.0.0"))
+	post := func(b []byte, hdr map[string]string) (int, []byte) {
+		t.Helper()
+		resp, rb := f.do(t, "POST", "/predict", b, hdr)
+		return resp.StatusCode, rb
+	}
+	second := map[string]string{service.EmbodimentHeader: secondTag}
+	code, b := post(untaggedWith(t, func(m map[string]any) { m["session"] = "s" }), nil)
+	require.Equal(t, http.StatusOK, code, string(b))
+
+	calls := f.backend.calls.Load()
+	code, b = post(untaggedWith(t, func(m map[string]any) {
+		m["session"] = "s"
+		m["rtc_prev_action"] = prevChunk(40)
+		m["options"] = map[string]any{"action_horizon": 40, "rtc_overlap_steps": 10, "rtc_frozen_steps": 3, "rtc_ramp_rate": 6}
+	}), second)
+	require.Equal(t, http.StatusBadRequest, code, string(b))
+	var e errorBody
+	require.NoError(t, json.Unmarshal(b, &e))
+	assert.Equal(t, "rtc_prev_action", e.Field, e.Error)
+	assert.Equal(t, calls, f.backend.calls.Load(), "nothing reached the device")
+
+	code, b = post(untaggedWith(t, func(m map[string]any) {
+		m["session"] = "s"
+		m["options"] = map[string]any{"rtc_overlap_steps": 10, "rtc_frozen_steps": 3}
+	}), second)
+	require.Equal(t, http.StatusOK, code, string(b))
+	rep := predictResp(t, b).RTC
+	require.NotNil(t, rep)
+	assert.Equal(t, "embodiment_changed", rep.Dropped)
+	assert.Nil(t, f.backend.lastRTC, "embodiments never mix")
+}
+
+// untaggedWith is the untagged demo body changed by fn.
+func untaggedWith(tb testing.TB, fn func(m map[string]any)) []byte {
+	var m map[string]any
+	require.NoError(tb, json.Unmarshal(untagged(tb), &m))
+	fn(m)
+	return mustJSON(tb, m)
+}
