@@ -308,7 +308,7 @@ func TestPredictSessionReencode(t *testing.T) {
 	e := rep.Shift
 	assert.GreaterOrEqual(t, e, 15)
 	assert.LessOrEqual(t, e, 39)
-	assert.Equal(t, []int{40 - e, 40 - e, 2}, []int{rep.Horizon, rep.Overlap, rep.Frozen}, "horizon H − e, the overlap clamped to it")
+	assert.Equal(t, []int{40 - e, 40 - e, min(2, 40-e)}, []int{rep.Horizon, rep.Overlap, rep.Frozen}, "horizon H − e, the overlap (and frozen) clamped to it")
 	got := f.backend.lastRTC
 	require.NotNil(t, got)
 	assert.Equal(t, 40-e, got.PrevRows)
