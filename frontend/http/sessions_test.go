@@ -3,6 +3,7 @@ package httpfront
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -417,4 +418,59 @@ func untaggedWith(tb testing.TB, fn func(m map[string]any)) []byte {
 	require.NoError(tb, json.Unmarshal(untagged(tb), &m))
 	fn(m)
 	return mustJSON(tb, m)
+}
+
+// TestPredictSessionsConcurrent: 8 clients × 4 sessions each, predicting
+// at once: every answer is served or a 503 back-pressure, and every served
+// RTC answer reports its session and the right source (no chunk only on a
+// session's first served predict).
+func TestPredictSessionsConcurrent(t *testing.T) {
+	f := newFixture(t, true, withSessions(15, 64))
+	opts := map[string]any{"rtc_overlap_steps": 12, "rtc_frozen_steps": "auto"}
+	const clients, perClient, rounds = 8, 4, 6
+	errs := make(chan error, clients)
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			served := map[string]bool{}
+			for r := range rounds {
+				for s := range perClient {
+					id := fmt.Sprintf("c%d-s%d", c, s)
+					resp, b := f.do(t, "POST", "/predict", sessBody(t, id, opts), nil)
+					if resp.StatusCode == http.StatusServiceUnavailable {
+						continue
+					}
+					if resp.StatusCode != http.StatusOK {
+						errs <- fmt.Errorf("%s round %d: %d %s", id, r, resp.StatusCode, b)
+						return
+					}
+					var pr service.PredictResponse
+					if err := json.Unmarshal(b, &pr); err != nil {
+						errs <- err
+						return
+					}
+					switch {
+					case pr.Session != id || pr.RTC == nil || pr.RTC.Source != "session":
+						errs <- fmt.Errorf("%s: session %q rtc %+v", id, pr.Session, pr.RTC)
+						return
+					case served[id] && pr.RTC.Skipped != "":
+						errs <- fmt.Errorf("%s round %d: skipped %q after a served predict", id, r, pr.RTC.Skipped)
+						return
+					case !served[id] && pr.RTC.Skipped != service.RTCSkipNoChunk:
+						errs <- fmt.Errorf("%s: first predict not no_chunk: %+v", id, pr.RTC)
+						return
+					}
+					served[id] = true
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	assert.Equal(t, clients*perClient, f.core.SessionStats().Sessions)
 }
