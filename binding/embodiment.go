@@ -39,7 +39,24 @@ func newPluginEmbodiment(p *plugins.Plugin) *pluginEmbodiment {
 	for _, a := range d.Actions {
 		info.ActionGroups = append(info.ActionGroups, service.Group{Key: a.Key, Dim: a.Dim})
 	}
+	info.ControlHz, _ = p.ControlHz()
 	return &pluginEmbodiment{p: p, info: info}
+}
+
+var _ service.Reencoder = (*pluginEmbodiment)(nil)
+
+// CanReencode reports whether the plugin exports gw_reencode.
+func (e *pluginEmbodiment) CanReencode() bool { return e.p.CanReencode() }
+
+// Reencode runs the plugin's gw_reencode (rtc.mode reencode).
+func (e *pluginEmbodiment) Reencode(ctx context.Context, in *service.ReencodeInput) ([]float32, int, error) {
+	out, err := e.p.Reencode(ctx, &plugins.ReencodeInput{RequestID: in.RequestID, Embodiment: in.Embodiment, StateDType: in.StateDtype,
+		ActionPred: in.ActionPred, Rows: in.Rows, Dim: in.Dim, Shift: in.Shift,
+		PrevState: e.stateGroups(in.PrevState), State: e.stateGroups(in.State)})
+	if err != nil {
+		return nil, 0, pluginErr(err)
+	}
+	return out.ActionPred, out.Rows, nil
 }
 
 // Describe reports the plugin's gw_describe as service.EmbodimentInfo.

@@ -125,6 +125,12 @@ type Config struct {
 	ZMQ    ZMQ    `koanf:"zmq"`
 	OpenPI OpenPI `koanf:"openpi"`
 
+	// Sessions bounds the per-robot session store (real-time chunking
+	// across calls; config/sessions.go).
+	Sessions Sessions `koanf:"sessions"`
+	// RTC configures real-time chunking (rtc.mode).
+	RTC RTC `koanf:"rtc"`
+
 	// Device configures where the backend runs (device/runner).
 	Device Device `koanf:"device"`
 
@@ -335,9 +341,11 @@ func Default() Config {
 			ServiceName: "gr00tgw",
 			Traces:      Traces{Exporter: "none", SampleRatio: 1},
 		},
-		Metrics: Metrics{Enabled: true},
-		ZMQ:     ZMQ{MaxMessageBytes: 64 << 20, MaxBatch: 8, IdleTimeout: 10 * time.Minute, ReadTimeout: 30 * time.Second},
-		OpenPI:  OpenPI{MaxMessageBytes: 64 << 20, IdleTimeout: 10 * time.Minute, ReadTimeout: 30 * time.Second},
+		Metrics:  Metrics{Enabled: true},
+		ZMQ:      ZMQ{MaxMessageBytes: 64 << 20, MaxBatch: 8, IdleTimeout: 10 * time.Minute, ReadTimeout: 30 * time.Second},
+		OpenPI:   OpenPI{MaxMessageBytes: 64 << 20, IdleTimeout: 10 * time.Minute, ReadTimeout: 30 * time.Second},
+		Sessions: defaultSessions(),
+		RTC:      RTC{Mode: RTCModeUpstream},
 		Device: Device{Isolation: defaultIsolation(), Runners: 1, RunnerPingInterval: time.Second, RunnerPingTimeout: 3 * time.Second,
 			RunnerCallGrace: 2 * time.Second, RunnerStartTimeout: 5 * time.Minute, RunnerMaxRestarts: 5,
 			Torch: Torch{Device: "cuda", Dtype: "auto", Python: "python3", CUDAGraphs: true}},
@@ -386,7 +394,7 @@ func oneOf(v string, allowed ...string) error {
 }
 
 func (c *Config) checks() []keyCheck {
-	return []keyCheck{
+	return append([]keyCheck{
 		{"addr", func() error { _, err := ListenAddr(c.Addr); return err }},
 		{"model_name", func() error {
 			if c.ModelName == "" {
@@ -566,7 +574,7 @@ func (c *Config) checks() []keyCheck {
 			}
 			return nil
 		}},
-	}
+	}, c.sessionChecks()...)
 }
 
 // pairedFile checks one of two files that go together: both set or

@@ -241,6 +241,8 @@ type Service interface {
 	Predict(ctx context.Context, req *Request, o PredictOptions) (*PredictResponse, error)
 	// StartMessage starts one message's span and metric.
 	StartMessage(ctx context.Context, m Message) (context.Context, EndMessage)
+	// ResetSession drops a session's state (see Core.ResetSession).
+	ResetSession(id, field string) (bool, error)
 }
 
 var _ Service = (*Core)(nil)

@@ -30,6 +30,7 @@ import (
 
 	"github.com/gr00tgw/gr00tgw/config"
 	"github.com/gr00tgw/gr00tgw/device"
+	"github.com/gr00tgw/gr00tgw/session"
 )
 
 // State is the service's lifecycle state.
@@ -124,6 +125,9 @@ type Core struct {
 	closeOnce sync.Once
 	closeErr  error
 
+	sessions *session.Store      // per-robot RTC state (sessions.go)
+	sessInst *sessionInstruments // its metrics
+
 	protoOnce sync.Once         // the robot protocols' instruments (contract.go)
 	proto     *protoInstruments // created on the first protocol message
 }
@@ -156,6 +160,10 @@ func New(opts Options) (*Core, error) {
 		return nil, fmt.Errorf("service: metrics: %w", err)
 	}
 	s.inst = inst
+	sc := opts.Config.Sessions
+	if s.sessions, s.sessInst, err = newSessionStore(mp.Meter(MeterName), sc.Max, sc.TTL, sc.MaxBytes); err != nil {
+		return nil, fmt.Errorf("service: sessions: %w", err)
+	}
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	s.state.Store(StateStarting)
 	return s, nil

@@ -117,6 +117,10 @@ type EmbodimentInfo struct {
 	// the model's chunk (ModelInfo.ActionHorizon rows), the response's
 	// action_horizon and the row count of every action group.
 	ActionHorizon int `json:"action_horizon"`
+	// ControlHz is the embodiment's control rate in Hz (the plugin
+	// manifest's control_hz); 0 when it declares none. Real-time
+	// chunking's "auto" rows need it (sessions.go).
+	ControlHz float64 `json:"control_hz,omitempty"`
 }
 
 // instructionChars is the accepted instruction length [lo, hi].

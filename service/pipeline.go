@@ -47,6 +47,7 @@ type prediction struct {
 	in    device.Inputs
 	res   *device.Result
 	resp  *PredictResponse
+	rtc   *rtcPlan // real-time chunking and the session (sessions.go)
 }
 
 // stage runs fn in a child span called name and times it once: the
@@ -104,6 +105,9 @@ func (p *prediction) run(start time.Time) (*PredictResponse, error) {
 	if err := p.pre(); err != nil {
 		return nil, classify(err, "plugin.pre")
 	}
+	if err := p.reencode(); err != nil { // rtc.mode reencode (sessions.go)
+		return nil, classify(err, "plugin.reencode")
+	}
 	if err := p.encode(); err != nil {
 		return nil, classify(err, "encode")
 	}
@@ -118,6 +122,7 @@ func (p *prediction) run(start time.Time) (*PredictResponse, error) {
 		return nil, classify(err, "plugin.post")
 	}
 	p.report()
+	p.storeSession(start)
 	p.tm.Total = ms(time.Since(start))
 	p.resp.TimingMS = p.tm
 	return p.resp, nil
@@ -128,6 +133,9 @@ func (p *prediction) decode() error {
 	d, err := p.stage("decode", func(ctx context.Context, _ trace.Span) error {
 		v, err := validate(p.r, &p.info, &p.deps.Model)
 		if err != nil {
+			return err
+		}
+		if err := p.resolveRTC(); err != nil {
 			return err
 		}
 		if err := decodeFrames(v); err != nil {
@@ -205,13 +213,7 @@ func (p *prediction) inputs() {
 	}
 	span := trace.SpanFromContext(p.ctx)
 	span.SetAttributes(attribute.Int("seq_len", p.enc.SeqLen), attribute.String("noise.source", p.resp.NoiseSource))
-	if o := r.Options; r.RTCPrev != nil && o != nil { // validated
-		p.in.RTC = &device.RTC{Prev: r.RTCPrev, PrevRows: r.RTCPrevRows, Horizon: *o.Horizon, Overlap: *o.Overlap,
-			Frozen: *o.Frozen, RampRate: *o.RampRate}
-		p.resp.RTC = &RTCReport{Horizon: *o.Horizon, Overlap: *o.Overlap, Frozen: *o.Frozen, RampRate: *o.RampRate, Source: "request"}
-		span.SetAttributes(attribute.Int("rtc.overlap", *o.Overlap), attribute.Int("rtc.frozen", *o.Frozen),
-			attribute.Float64("rtc.ramp_rate", *o.RampRate), attribute.String("rtc.source", "request"))
-	}
+	p.applyRTC(span)
 }
 
 // device waits for a device slot (stage "queue") and runs the backend

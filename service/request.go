@@ -21,6 +21,7 @@ const (
 	fieldReturnNormalized = "return_normalized"
 	fieldOptions          = "options"
 	fieldRTCPrev          = "rtc_prev_action"
+	fieldSession          = "session"
 )
 
 // Real-time chunking options, upstream's names (PolicyClient.get_action's
@@ -86,6 +87,13 @@ type Request struct {
 	// chunking (normalised, [RTCPrevRows, action_dim] flattened); nil: none.
 	RTCPrev     []float32
 	RTCPrevRows int
+	// Session names the robot session the request belongs to (issue 27:
+	// the /predict body's session or X-Session-ID, ZeroMQ's
+	// options.session_id, OIP's session_id, an openpi connection); ""
+	// is none. SessionField is the name it came under, for errors (""
+	// means "session"). The service validates it (session.ValidateID).
+	Session      string
+	SessionField string
 }
 
 // RTCOptions are the real-time chunking options a request sent (nil: not
@@ -93,6 +101,10 @@ type Request struct {
 type RTCOptions struct {
 	Horizon, Overlap, Frozen *int
 	RampRate                 *float64
+	// OverlapAuto and FrozenAuto are set when the option was sent as
+	// "auto" (its pointer is then nil): the service derives it from the
+	// session's measurements (sessions.go).
+	OverlapAuto, FrozenAuto bool
 }
 
 // maxBodyValues bounds the values (numbers, strings, array and map
@@ -180,7 +192,7 @@ func parseRequest(v any) (*Request, error) {
 	}
 	known := map[string]bool{
 		fieldImages: true, fieldState: true, fieldEmbodiment: true, fieldSeed: true, fieldNoise: true,
-		fieldStateDtype: true, fieldReturnNormalized: true, fieldOptions: true, fieldRTCPrev: true,
+		fieldStateDtype: true, fieldReturnNormalized: true, fieldOptions: true, fieldRTCPrev: true, fieldSession: true,
 	}
 	for _, a := range instructionAliases {
 		known[a] = true
@@ -357,6 +369,13 @@ func parseOptional(top map[string]any, r *Request) error {
 			return invalid(fieldRTCPrev, "rtc_prev_action: expected [rows, action_dim], got shape %v", shape)
 		}
 		r.RTCPrev, r.RTCPrevRows = vals, shape[0]
+	}
+	if x, ok := top[fieldSession]; ok && x != nil {
+		s, ok := x.(string)
+		if !ok {
+			return schemaError(fieldSession, "session: expected a string, got %s", typeName(x))
+		}
+		r.Session, r.SessionField = s, fieldSession
 	}
 	if x, ok := top[fieldSeed]; ok && x != nil {
 		seed, err := parseSeed(x)

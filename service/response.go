@@ -57,8 +57,12 @@ type PredictResponse struct {
 	TimingMS      Timing                 `json:"timing_ms" msgpack:"timing_ms"`
 	Plugin        PluginReport           `json:"plugin" msgpack:"plugin"`
 	RequestID     string                 `json:"request_id,omitempty" msgpack:"request_id,omitempty"`
-	// RTC says what real-time chunking was applied, only when it was.
+	// RTC says what real-time chunking was applied: present when the
+	// request asked for it (options or rtc_prev_action); Skipped says why
+	// a session's chunk was not used.
 	RTC *RTCReport `json:"rtc,omitempty" msgpack:"rtc,omitempty"`
+	// Session is the request's session id (sessions.go), "" without one.
+	Session string `json:"session,omitempty" msgpack:"session,omitempty"`
 
 	// ActionPredNormalized is the model-space chunk as denoised,
 	// [model horizon][action_dim] ([40][132] for N1.7 whatever the
@@ -106,4 +110,20 @@ type RTCReport struct {
 	Frozen   int     `json:"frozen" msgpack:"frozen"`
 	RampRate float64 `json:"ramp_rate" msgpack:"ramp_rate"`
 	Source   string  `json:"source" msgpack:"source"`
+	// LatencyMSEstimate is the session's end-to-end latency estimate the
+	// auto rows used (ms; omitted without a session).
+	LatencyMSEstimate *float64 `json:"latency_ms_estimate,omitempty" msgpack:"latency_ms_estimate,omitempty"`
+	// Skipped, when set, says why RTC was not applied although asked for
+	// (overlap, frozen are then 0): "no_chunk" (the session's first
+	// predict, or a reset/expired one), or a drop reason of the session's
+	// chunk, "embodiment_changed" or "plugin_version_changed" (then Dropped
+	// repeats it).
+	Skipped string `json:"skipped,omitempty" msgpack:"skipped,omitempty"`
+	// Dropped names why the session's chunk was dropped (session.DropReason).
+	Dropped string `json:"dropped,omitempty" msgpack:"dropped,omitempty"`
+	// Mode is "reencode" when the plugin re-expressed the session's chunk
+	// (rtc.mode reencode), Shift its rows executed since it was produced
+	// (Horizon is then H − Shift); omitted for upstream's rows.
+	Mode  string `json:"mode,omitempty" msgpack:"mode,omitempty"`
+	Shift int    `json:"shift,omitempty" msgpack:"shift,omitempty"`
 }

@@ -13,6 +13,7 @@ import (
 // (errors name field.<key>); Predict checks the values. nil options and a
 // nil chunk when m holds none.
 func RTCFromWire(m *wire.Map, field string) (opts *RTCOptions, prev []float32, prevRows int, err error) {
+	var autoO, autoF bool
 	intOpt := func(k string, dst **int) error {
 		v, ok := m.Get(k)
 		if !ok || v == nil {
@@ -20,6 +21,16 @@ func RTCFromWire(m *wire.Map, field string) (opts *RTCOptions, prev []float32, p
 		}
 		var n int64
 		switch x := v.(type) {
+		case string:
+			if x != optAuto || k == optHorizon {
+				return SchemaError(field+"."+k, "%s.%s: expected an int%s, got str %q", field, k, autoHint(k), x)
+			}
+			if k == optOverlap {
+				autoO = true
+			} else {
+				autoF = true
+			}
+			return nil
 		case int64:
 			n = x
 		case uint64:
@@ -28,7 +39,7 @@ func RTCFromWire(m *wire.Map, field string) (opts *RTCOptions, prev []float32, p
 			}
 			n = int64(x)
 		default:
-			return SchemaError(field+"."+k, "%s.%s: expected an int, got %s", field, k, wire.TypeName(v))
+			return SchemaError(field+"."+k, "%s.%s: expected an int%s, got %s", field, k, autoHint(k), wire.TypeName(v))
 		}
 		if n < math.MinInt32 || n > math.MaxInt32 {
 			return Invalid(field+"."+k, "%s.%s: %d is out of range", field, k, n)
@@ -60,6 +71,7 @@ func RTCFromWire(m *wire.Map, field string) (opts *RTCOptions, prev []float32, p
 		}
 		r.RampRate = &f
 	}
+	r.OverlapAuto, r.FrozenAuto = autoO, autoF
 	if *r != (RTCOptions{}) {
 		opts = r
 	}
@@ -91,8 +103,22 @@ func RTCFromWire(m *wire.Map, field string) (opts *RTCOptions, prev []float32, p
 }
 
 // Wire is the report as a robot protocol's map (ZeroMQ's info, openpi's
-// reply): action_horizon, overlap, frozen, ramp_rate, source.
+// reply): action_horizon, overlap, frozen, ramp_rate, source, and when set
+// latency_ms_estimate, skipped, dropped.
 func (r *RTCReport) Wire() *wire.Map {
-	return wire.NewMap(5).Set("action_horizon", int64(r.Horizon)).Set("overlap", int64(r.Overlap)).
+	m := wire.NewMap(8).Set("action_horizon", int64(r.Horizon)).Set("overlap", int64(r.Overlap)).
 		Set("frozen", int64(r.Frozen)).Set("ramp_rate", r.RampRate).Set("source", r.Source)
+	if r.LatencyMSEstimate != nil {
+		m.Set("latency_ms_estimate", *r.LatencyMSEstimate)
+	}
+	if r.Skipped != "" {
+		m.Set("skipped", r.Skipped)
+	}
+	if r.Dropped != "" {
+		m.Set("dropped", r.Dropped)
+	}
+	if r.Mode != "" {
+		m.Set("mode", r.Mode).Set("shift", int64(r.Shift))
+	}
+	return m
 }

@@ -223,9 +223,20 @@ func validateRTC(r *Request, info *EmbodimentInfo, model *ModelInfo) error {
 	if r.Options == nil && r.RTCPrev == nil {
 		return nil
 	}
+	if r.Session != "" || r.Options.hasAuto() {
+		return nil // resolveRTC (sessions.go) resolves and checks it, after validate
+	}
+	return checkRTC(r, info, model)
+}
+
+// checkRTC is validateRTC's checks of resolved options and a previous chunk.
+func checkRTC(r *Request, info *EmbodimentInfo, model *ModelInfo) error {
+	if r.Options == nil && r.RTCPrev == nil {
+		return nil
+	}
 	if r.RTCPrev == nil {
 		return invalid(fieldRTCPrev, "rtc_prev_action: required with options (the previous chunk, normalised [rows, %d]: "+
-			"the previous response's action_pred_normalized with return_normalized)", model.ActionDim)
+			"the previous response's action_pred_normalized with return_normalized), or name a session whose last chunk is used", model.ActionDim)
 	}
 	if r.Options == nil {
 		return invalid(fieldOptions, "options: rtc_prev_action needs %s", strings.Join(rtcOptionKeys, ", "))

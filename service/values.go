@@ -217,6 +217,14 @@ func parseOptions(x any) (*RTCOptions, error) {
 		v, field := m[k], fieldOptions+"."+k
 		switch k {
 		case optHorizon, optOverlap, optFrozen:
+			if a, ok := v.(string); ok && a == optAuto && k != optHorizon {
+				if k == optOverlap {
+					o.OverlapAuto = true
+				} else {
+					o.FrozenAuto = true
+				}
+				continue
+			}
 			n, err := integer(v, field)
 			if err != nil {
 				return nil, err

@@ -37,6 +37,9 @@ type FrontEnd struct {
 	// *service.HandlerError (400 naming the field, 422 for the wrong shape
 	// of body); they are rendered once at the edge.
 	Decode func(c *fiber.Ctx, tag string, body []byte) (*service.Request, Responder, error)
+	// Rename, if set, restates the service's errors in the protocol's
+	// field names (e.g. options.rtc_overlap_steps → parameters.…).
+	Rename func(error) error
 }
 
 // Responder writes a served prediction as the front end's 200 answer.
@@ -62,6 +65,9 @@ var predictFrontEnd = FrontEnd{
 			return nil, nil, err
 		}
 		if r.Embodiment, err = routeTag(c.Get(service.EmbodimentHeader), r.Embodiment); err != nil {
+			return nil, nil, err
+		}
+		if err = sessionHeader(c, r); err != nil {
 			return nil, nil, err
 		}
 		return r, encodePredict, nil
@@ -134,6 +140,9 @@ func (s *Server) PredictHandler(fe FrontEnd) fiber.Handler {
 		if err != nil {
 			if gone.fired() {
 				return service.ErrClientClosed
+			}
+			if fe.Rename != nil {
+				err = fe.Rename(err)
 			}
 			return err
 		}

@@ -148,6 +148,7 @@ func (s *Server) routes() {
 	s.app.Get("/v2/models/:model", s.modelMetadata)
 	s.app.Get("/v2/models/:model/ready", s.modelReady)
 	s.app.Post("/admin/reload", s.adminReload)
+	s.app.Delete("/v1/sessions/:id", s.deleteSession)
 	if s.cfg.Metrics.Enabled && s.opts.MetricsHandler != nil {
 		s.app.Get("/metrics", adaptor.HTTPHandler(s.opts.MetricsHandler))
 	}

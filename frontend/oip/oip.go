@@ -67,6 +67,7 @@ func Mount(srv *httpfront.Server) {
 		Decode: func(c *fiber.Ctx, tag string, body []byte) (*service.Request, httpfront.Responder, error) {
 			return decode(core, c, tag, body)
 		},
+		Rename: renameParams,
 	}))
 }
 

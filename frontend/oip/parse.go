@@ -145,6 +145,10 @@ func Parse(body []byte, headerLen int, c *service.Contract) (*Infer, error) {
 	if w.Inputs == nil {
 		return nil, schema("inputs", "inputs: missing (want %s)", want(c))
 	}
+	var rtc rtcParams
+	if err := rtc.parse(w.Parameters); err != nil {
+		return nil, err
+	}
 
 	// Headers first: the binary data of the inputs lies in their order.
 	ins := make([]input, len(w.Inputs))
@@ -258,6 +262,7 @@ func Parse(body []byte, headerLen int, c *service.Contract) (*Infer, error) {
 	if w.Outputs != nil && len(inf.Outputs) == 0 {
 		inf.Outputs = []Output{} // "outputs": [] asks for none
 	}
+	rtc.apply(r)
 	inf.Request = r
 	return inf, nil
 }

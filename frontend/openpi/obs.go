@@ -28,6 +28,9 @@ const (
 	// KeyOptions optionally holds real-time chunking under upstream's
 	// names and the previous chunk (service.RTCFromWire).
 	KeyOptions = "options"
+	// KeySession optionally names the robot session (a str, see
+	// service.CheckSessionID); without it the connection is the session.
+	KeySession = "session_id"
 )
 
 // invalid (400) and schema (422) name the failing field, as /predict does.
@@ -78,6 +81,18 @@ func mapObservation(data []byte, g service.Service, lim wire.Limits) (*service.R
 				return nil, nil, schema(KeySeed, "seed: expected a non-negative int, got %s", wire.TypeName(x))
 			}
 			r.Seed = &seed
+		case KeySession:
+			if x == nil {
+				continue
+			}
+			id, ok := x.(string)
+			if !ok {
+				return nil, nil, schema(KeySession, "session_id: expected a str, got %s", wire.TypeName(x))
+			}
+			if err := service.CheckSessionID(id, KeySession); err != nil {
+				return nil, nil, err
+			}
+			r.Session, r.SessionField = id, KeySession
 		case KeyOptions:
 			if x == nil {
 				continue
@@ -105,12 +120,12 @@ func mapObservation(data []byte, g service.Service, lim wire.Limits) (*service.R
 	cams, groups := c.Info.Cameras, c.Info.StateGroups
 	t := len(c.Info.VideoDeltaIndices)
 	want := func() string {
-		return fmt.Sprintf("%s<camera> for %s; %s<group> for %s; prompt; embodiment; seed; options", KeyPrefix, strings.Join(cams, ", "), KeyPrefix, groupKeys(groups))
+		return fmt.Sprintf("%s<camera> for %s; %s<group> for %s; prompt; embodiment; seed; options; session_id", KeyPrefix, strings.Join(cams, ", "), KeyPrefix, groupKeys(groups))
 	}
 	for i, k := range m.Keys {
 		name, ok := strings.CutPrefix(k.Name, KeyPrefix)
 		if !ok {
-			if k.Name != KeyPrompt && k.Name != KeyEmbodiment && k.Name != KeySeed && k.Name != KeyOptions {
+			if k.Name != KeyPrompt && k.Name != KeyEmbodiment && k.Name != KeySeed && k.Name != KeyOptions && k.Name != KeySession {
 				return nil, nil, invalid(k.Name, "%s: unknown key (want %s)", k.Name, want())
 			}
 			continue
@@ -229,7 +244,7 @@ func groupKeys(gs []service.Group) string {
 }
 
 // infer serves one observation frame and returns the reply frame.
-func (s *Server) infer(ctx context.Context, data []byte, rid string, start time.Time, prevTotal time.Duration, peer string) (out []byte, err error) {
+func (s *Server) infer(ctx context.Context, data []byte, rid string, start time.Time, prevTotal time.Duration, peer string, sess *connSession) (out []byte, err error) {
 	ctx, end := s.o.Gateway.StartMessage(ctx, service.Message{Protocol: "openpi", Endpoint: "infer", RequestID: rid, Start: start, Peer: peer})
 	defer func() {
 		code := ""
@@ -244,6 +259,9 @@ func (s *Server) infer(ctx context.Context, data []byte, rid string, start time.
 	}()
 	r, c, err := mapObservation(data, s.o.Gateway, wire.Limits{MaxElements: s.o.MaxElements})
 	if err != nil {
+		return nil, err
+	}
+	if err := sess.bind(s.o.Gateway, r); err != nil {
 		return nil, err
 	}
 	t0 := time.Now()
@@ -280,6 +298,9 @@ func (s *Server) infer(ctx context.Context, data []byte, rid string, start time.
 	if resp.RTC != nil { // what real-time chunking applied
 		reply.Set("rtc", resp.RTC.Wire())
 	}
+	if resp.Session != "" && r.SessionField == KeySession { // a named session; the connection's own stays internal
+		reply.Set("session_id", resp.Session)
+	}
 	return wire.Marshal(reply, wire.EncodingOpenPI)
 }
 
@@ -293,6 +314,8 @@ func protoError(err error) error {
 			return p.WithHead(2, wire.AtKey(KeyPrefix+p[1].Key)), true
 		case len(p) == 1 && p.HasPrefix("rtc_prev_action"):
 			return p.WithHead(0, wire.AtKey(KeyOptions)), true
+		case len(p) == 1 && p.HasPrefix("session"):
+			return p.WithHead(1, wire.AtKey(KeySession)), true
 		}
 		return p, false
 	})

@@ -222,7 +222,7 @@ func TestErrors(t *testing.T) {
 		{"unknown key", obs(func(m *wire.Map) *wire.Map {
 			return m.Set("observation/cartesian_position", wire.Float32Array([]int{6}, make([]float32, 6)))
 		}),
-			"observation/cartesian_position: unknown key (want observation/<camera> for exterior_image_1_left, wrist_image_left; observation/<group> for eef_9d, gripper_position, joint_position; prompt; embodiment; seed; options)"},
+			"observation/cartesian_position: unknown key (want observation/<camera> for exterior_image_1_left, wrist_image_left; observation/<group> for eef_9d, gripper_position, joint_position; prompt; embodiment; seed; options; session_id)"},
 		{"missing prompt", obs(func(m *wire.Map) *wire.Map { return del(m, "prompt") }), "prompt: missing (the instruction, a str)"},
 		{"negative seed", obs(func(m *wire.Map) *wire.Map { return m.Set("seed", int64(-1)) }), "seed: -1 is negative\ncode: invalid\nfield: seed"},
 		{"str seed", obs(func(m *wire.Map) *wire.Map { return m.Set("seed", "7") }), "seed: expected a non-negative int, got str\ncode: "},

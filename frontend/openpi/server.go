@@ -192,6 +192,7 @@ type conn struct {
 	peer   string
 	once   sync.Once
 	stopCh chan struct{} // closed by Shutdown
+	sess   connSession   // the connection's robot session (sessions.go)
 }
 
 func (c *conn) stop() { c.once.Do(func() { close(c.stopCh) }) }
@@ -248,6 +249,7 @@ func (c *conn) read(ctx context.Context, dl *frontend.Deadline) message {
 func (c *conn) serve() {
 	s := c.s
 	defer c.ws.CloseNow() //nolint:errcheck // after a clean close this is a no-op
+	defer c.sess.close(s.o.Gateway)
 	// Predictions of this connection: cancelled when the peer goes away.
 	pctx, cancelPred := context.WithCancel(s.conns.Context())
 	defer cancelPred()
@@ -346,7 +348,7 @@ func (c *conn) serve() {
 			c.fail(schema("observation", "observation: expected a binary msgpack frame, got a text frame"), rid)
 			return
 		}
-		out, err := s.infer(pctx, m.data, rid, m.read, prevTotal, c.peer)
+		out, err := s.infer(pctx, m.data, rid, m.read, prevTotal, c.peer, &c.sess)
 		if err != nil {
 			c.fail(err, rid)
 			return

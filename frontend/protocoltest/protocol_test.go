@@ -51,6 +51,7 @@ const (
 
 // env is the one server every test talks to.
 type env struct {
+	core       *service.Core
 	srv        *httpfront.Server
 	rec        *tracetest.SpanRecorder
 	zmqAddr    string
@@ -150,7 +151,7 @@ func start() (*env, error) {
 	}
 	go zs.Serve(zl)
 	go ps.Serve(ol)
-	e := &env{srv: srv, rec: rec, zmqAddr: zl.Addr().String(), openpiAddr: ol.Addr().String(), root: root}
+	e := &env{core: core, srv: srv, rec: rec, zmqAddr: zl.Addr().String(), openpiAddr: ol.Addr().String(), root: root}
 	e.shutdown = func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -159,15 +159,23 @@ func (s *Server) dispatch(ctx context.Context, payload []byte, peer, rid string,
 		}
 		return reply{v: nil}, "", endpoint, nil
 	case "reset":
-		// Accepted and answered {}: gr00tgw keeps no state between calls.
+		// Answered {} as upstream's policy.reset: with options.session_id
+		// the session's state is dropped (an unknown one is no error: the
+		// state is gone either way); without one there is nothing to clear.
 		if data != nil {
 			m, ok := data.(*wire.Map)
 			if !ok {
 				return reply{}, "", endpoint, schema("data", "data: expected a map {options}, got %s", wire.TypeName(data))
 			}
 			if ov, ok := m.Get("options"); ok {
-				if _, err := parseOptions(ov, "options"); err != nil {
+				o, err := parseOptions(ov, "options")
+				if err != nil {
 					return reply{}, "", endpoint, err
+				}
+				if o.session != "" {
+					if _, err := s.o.Gateway.ResetSession(o.session, fieldSessionID); err != nil {
+						return reply{}, "", endpoint, err
+					}
 				}
 			}
 		}
@@ -349,6 +357,9 @@ func (s *Server) getAction(ctx context.Context, data any, enc wire.Encoding, rid
 	if len(resps) == 1 && resps[0].RTC != nil { // what real-time chunking applied
 		info.Set("rtc", resps[0].RTC.Wire())
 	}
+	if len(resps) == 1 && resps[0].Session != "" {
+		info.Set("session_id", resps[0].Session)
+	}
 	return reply{v: []any{acts, info}, enc: enc}, nil
 }
 
@@ -365,6 +376,8 @@ func protoError(err error, b int, batched bool) error {
 		switch {
 		case len(p) == 1 && (p.HasPrefix("embodiment") || p.HasPrefix("seed") || p.HasPrefix("rtc_prev_action")):
 			return p.WithHead(0, wire.AtKey("options")), true
+		case len(p) == 1 && p.HasPrefix("session"): // the session's own chunk or state
+			return p.WithHead(1, wire.AtKey("options"), wire.AtKey("session_id")), true
 		case p.Below("images"):
 			q := p.WithHead(1, wire.AtKey("video"))
 			if r, ok := q.PrependIndex(bi...); ok {

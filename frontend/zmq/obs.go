@@ -60,7 +60,13 @@ type options struct {
 	rtc        *service.RTCOptions
 	prev       []float32
 	prevRows   int
+	// session is options.session_id: the robot session (its last chunk
+	// seeds real-time chunking; reset clears it). "" is none.
+	session string
 }
+
+// fieldSessionID is the ZeroMQ name of a session id.
+const fieldSessionID = "options.session_id"
 
 // invalid (400) and schema (422) name the failing field, as /predict does.
 var invalid, schema = service.Invalid, service.SchemaError
@@ -95,6 +101,16 @@ func parseOptions(v any, field string) (options, error) {
 			return o, schema(field+".seed", "%s.seed: expected an int, got %s", field, wire.TypeName(sv))
 		}
 		o.seed = &seed
+	}
+	if sv, ok := m.Get("session_id"); ok && sv != nil {
+		id, ok := sv.(string)
+		if !ok {
+			return o, schema(field+".session_id", "%s.session_id: expected a str, got %s", field, wire.TypeName(sv))
+		}
+		if err := service.CheckSessionID(id, field+".session_id"); err != nil {
+			return o, err
+		}
+		o.session = id
 	}
 	var err error
 	o.rtc, o.prev, o.prevRows, err = service.RTCFromWire(m, field)
@@ -248,6 +264,9 @@ func mapObservation(obs *wire.Map, c *service.Contract, form Form, maxBatch int,
 	if (o.rtc != nil || o.prev != nil) && m.b > 1 {
 		return nil, invalid("options.rtc_prev_action", "options: real-time chunking takes one observation per call (this one has a batch of %d)", m.b)
 	}
+	if o.session != "" && m.b > 1 {
+		return nil, invalid(fieldSessionID, "%s: a session is one robot: send one observation per call (this one has a batch of %d)", fieldSessionID, m.b)
+	}
 	out := &batch{form: form, batched: m.batched, contract: c, reqs: make([]*service.Request, m.b)}
 	for b := range m.b {
 		r := &service.Request{
@@ -255,6 +274,9 @@ func mapObservation(obs *wire.Map, c *service.Contract, form Form, maxBatch int,
 			Instruction: texts[b], InstructionField: indexed(langF, b, m.batched),
 			Embodiment: c.Info.Name, StateDtype: "float32", Seed: o.seed,
 			Options: o.rtc, RTCPrev: o.prev, RTCPrevRows: o.prevRows,
+		}
+		if o.session != "" {
+			r.Session, r.SessionField = o.session, fieldSessionID
 		}
 		for i, cam := range cams {
 			f := frames[i]

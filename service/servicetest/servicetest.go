@@ -73,6 +73,28 @@ type Gateway struct {
 	// Inflight, Peak and Canceled count Predict calls running, the most
 	// at once, and those ended by their context.
 	Inflight, Peak, Canceled atomic.Int32
+	// Resets are the session ids ResetSession received (valid ones;
+	// read them with ResetsCopy while a server runs).
+	Resets []string
+}
+
+// ResetsCopy returns a copy of Resets.
+func (f *Gateway) ResetsCopy() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.Resets...)
+}
+
+// ResetSession implements service.Service: it validates id as the
+// service does, records it and reports it existed.
+func (f *Gateway) ResetSession(id, field string) (bool, error) {
+	if err := service.CheckSessionID(id, field); err != nil {
+		return false, err
+	}
+	f.mu.Lock()
+	f.Resets = append(f.Resets, id)
+	f.mu.Unlock()
+	return true, nil
 }
 
 // Requests returns a copy of the requests received.
