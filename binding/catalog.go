@@ -388,25 +388,27 @@ func checkServed(d *plugins.Description, ck *Checkpoint) (processor.Config, erro
 	if !ok {
 		return fail("%s has no entry for it", model.StatisticsFile)
 	}
-	sum := 0
-	for _, g := range d.State {
-		if w, ok := stats["state"][g.Key]; !ok || w != g.Dim {
-			return fail("%s state.%s has width %d, the plugin's state group %d", model.StatisticsFile, g.Key, w, g.Dim)
+	// widths checks the n groups of kind ("state", "action") against
+	// statistics.json's widths and their total against max_<kind>_dim.
+	widths := func(kind string, n, maxDim int, group func(int) (key string, dim int)) error {
+		sum := 0
+		for i := range n {
+			key, dim := group(i)
+			if w, ok := stats[kind][key]; !ok || w != dim {
+				return fmt.Errorf("%s %s.%s has width %d, the plugin's %s group %d", model.StatisticsFile, kind, key, w, kind, dim)
+			}
+			sum += dim
 		}
-		sum += g.Dim
-	}
-	if sum > m.MaxStateDim {
-		return fail("state groups total %d values, max_state_dim is %d", sum, m.MaxStateDim)
-	}
-	sum = 0
-	for _, g := range d.Actions {
-		if w, ok := stats["action"][g.Key]; !ok || w != g.Dim {
-			return fail("%s action.%s has width %d, the plugin's action group %d", model.StatisticsFile, g.Key, w, g.Dim)
+		if sum > maxDim {
+			return fmt.Errorf("%s groups total %d values, max_%s_dim is %d", kind, sum, kind, maxDim)
 		}
-		sum += g.Dim
+		return nil
 	}
-	if sum > m.MaxActionDim {
-		return fail("action groups total %d values, max_action_dim is %d", sum, m.MaxActionDim)
+	if err := widths("state", len(d.State), m.MaxStateDim, func(i int) (string, int) { return d.State[i].Key, d.State[i].Dim }); err != nil {
+		return fail("%v", err)
+	}
+	if err := widths("action", len(d.Actions), m.MaxActionDim, func(i int) (string, int) { return d.Actions[i].Key, d.Actions[i].Dim }); err != nil {
+		return fail("%v", err)
 	}
 	pc, err := ck.processorConfig(tag)
 	if err != nil {

@@ -29,16 +29,22 @@ const (
 
 // HTTP is gr00tgw's HTTP API: GET /demo and POST /predict. Safe for
 // concurrent use.
-type HTTP struct {
+type HTTP struct{ endpoint }
+
+// NewHTTP returns the HTTP API at url (http://host:port or https://…;
+// a trailing slash is ignored).
+func NewHTTP(url string, o Options) *HTTP { return &HTTP{newEndpoint(url, o)} }
+
+// endpoint is what the HTTP-based protocols (http, oip) hold: the base URL
+// without a trailing slash, o.HTTPClient() and o.Timeout for one request.
+type endpoint struct {
 	base    string
 	client  *http.Client
 	timeout time.Duration
 }
 
-// NewHTTP returns the HTTP API at url (http://host:port or https://…;
-// a trailing slash is ignored).
-func NewHTTP(url string, o Options) *HTTP {
-	return &HTTP{base: strings.TrimRight(url, "/"), client: o.HTTPClient(), timeout: o.Timeout}
+func newEndpoint(url string, o Options) endpoint {
+	return endpoint{base: strings.TrimRight(url, "/"), client: o.HTTPClient(), timeout: o.Timeout}
 }
 
 // HTTPClient is an HTTP client with o's timeout and TLS configuration

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/gr00tgw/gr00tgw/api/oip"
 	"github.com/gr00tgw/gr00tgw/client/oipclient"
@@ -19,15 +18,9 @@ import (
 // oipTransport is the Open Inference Protocol v2 (--protocol oip): POST
 // /v2/models/<embodiment>/infer on the gateway's own HTTP port, raw uint8
 // frames and float32 state as binary tensor data, binary outputs.
-type oipTransport struct {
-	base    string
-	client  *http.Client
-	timeout time.Duration
-}
+type oipTransport struct{ endpoint }
 
-func newOIP(url string, o Options) *oipTransport {
-	return &oipTransport{base: strings.TrimRight(url, "/"), client: o.HTTPClient(), timeout: o.Timeout}
-}
+func newOIP(url string, o Options) *oipTransport { return &oipTransport{newEndpoint(url, o)} }
 
 func (t *oipTransport) send(ctx context.Context, o *rawobs.Observation, tag string, seed uint64, _ []string) (map[string][][]float64, map[string]float64, error) {
 	body, hl, err := oipclient.Request(o, oipclient.Options{Seed: &seed, Binary: true})

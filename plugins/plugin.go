@@ -352,32 +352,20 @@ var (
 	allowedImports = map[string]bool{wasi_snapshot_preview1.ModuleName: true, abi.HostModule: true}
 )
 
+// String is "(i32,i32) -> i64": the params as a tuple, then a single
+// result bare or the results as a tuple ("()" for none).
 func (s sig) String() string {
-	var b strings.Builder
-	b.WriteByte('(')
-	for i, t := range s.params {
-		if i > 0 {
-			b.WriteByte(',')
+	tuple := func(ts []api.ValueType) string {
+		names := make([]string, len(ts))
+		for i, t := range ts {
+			names[i] = api.ValueTypeName(t)
 		}
-		b.WriteString(api.ValueTypeName(t))
+		return "(" + strings.Join(names, ",") + ")"
 	}
-	b.WriteString(") -> ")
-	switch len(s.results) {
-	case 0:
-		b.WriteString("()")
-	case 1:
-		b.WriteString(api.ValueTypeName(s.results[0]))
-	default:
-		b.WriteByte('(')
-		for i, t := range s.results {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			b.WriteString(api.ValueTypeName(t))
-		}
-		b.WriteByte(')')
+	if len(s.results) == 1 {
+		return tuple(s.params) + " -> " + api.ValueTypeName(s.results[0])
 	}
-	return b.String()
+	return tuple(s.params) + " -> " + tuple(s.results)
 }
 
 func sameTypes(a, b []api.ValueType) bool { return bytes.Equal(a, b) }

@@ -110,16 +110,9 @@ func modalityFromInfo(info EmbodimentInfo) map[string]ModalityConfig {
 // or while the tag warms up, 400 naming field "embodiment" when it is not
 // served. The result is a copy the caller may keep.
 func (s *Core) Contract(tag string) (*Contract, error) {
-	if tag == "" {
-		tag = s.cfg.Embodiment
-	}
-	set := s.set.Load()
-	if set == nil {
-		return nil, notReady(s.state.Load())
-	}
-	e, ok := set.entries[tag]
-	if !ok {
-		return nil, s.unserved(set, tag)
+	_, e, err := s.route(tag)
+	if err != nil {
+		return nil, err
 	}
 	return s.contractOf(e), nil
 }

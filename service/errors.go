@@ -97,15 +97,22 @@ func Invalid(field, format string, args ...any) *HandlerError {
 // schemaError and invalid are the package's short names for them.
 var schemaError, invalid = SchemaError, Invalid
 
-// errorBody is the JSON error shape: {"error", "code", "field"}, plus
-// "detail" (the same message) so clients of the reference FastAPI server,
-// which read "detail", keep working.
-type errorBody struct {
+// ErrorBody is the JSON (and msgpack) error shape every HTTP-style front
+// end writes: {"error", "code", "field"}, plus "detail" (the same message)
+// so clients of the reference FastAPI server, which read "detail", keep
+// working.
+type ErrorBody struct {
 	Error     string `json:"error" msgpack:"error"`
 	Code      string `json:"code" msgpack:"code"`
 	Field     string `json:"field,omitempty" msgpack:"field,omitempty"`
 	Detail    string `json:"detail" msgpack:"detail"`
 	RequestID string `json:"request_id,omitempty" msgpack:"request_id,omitempty"`
+}
+
+// Body is he as an ErrorBody for the request requestID ("" leaves it out).
+func (he *HandlerError) Body(requestID string) ErrorBody {
+	msg := he.Err.Error()
+	return ErrorBody{Error: msg, Code: he.Code, Field: he.Field, Detail: msg, RequestID: requestID}
 }
 
 // Classify maps any error to a HandlerError, once: a *HandlerError is

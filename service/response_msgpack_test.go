@@ -36,8 +36,8 @@ func TestResponseMsgpackMatchesVmihailenco(t *testing.T) {
 		{"full response", full},
 		{"zero response", PredictResponse{}},
 		{"pointer", &full},
-		{"error body", errorBody{Error: "e", Code: CodeInvalid, Field: "images.cam[0]", Detail: "e", RequestID: "r"}},
-		{"bare error body", errorBody{Error: "e", Code: CodeInternal, Detail: "e"}},
+		{"error body", ErrorBody{Error: "e", Code: CodeInvalid, Field: "images.cam[0]", Detail: "e", RequestID: "r"}},
+		{"bare error body", ErrorBody{Error: "e", Code: CodeInternal, Detail: "e"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			want, err := msgpack.Marshal(tc.v)

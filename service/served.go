@@ -306,21 +306,32 @@ func (s *Core) checkBinding(deps *Deps, e *entry) error {
 	return nil
 }
 
-// lookup takes a reference on the entry serving tag ("" is the default),
-// or explains why there is none: 400 naming embodiment and listing the
-// served tags, or 503 while the tag is still warming up at start-up.
-func (s *Core) lookup(tag string) (*entry, error) {
+// route finds the entry serving tag ("" is the default) in the current
+// served set, without taking a reference, or explains why there is none:
+// 503 while not ready, 400 naming embodiment and listing the served tags,
+// or 503 while the tag is still warming up at start-up.
+func (s *Core) route(tag string) (*servedSet, *entry, error) {
 	if tag == "" {
 		tag = s.cfg.Embodiment
 	}
+	set := s.set.Load()
+	if set == nil {
+		return nil, nil, notReady(s.state.Load())
+	}
+	e, ok := set.entries[tag]
+	if !ok {
+		return nil, nil, s.unserved(set, tag)
+	}
+	return set, e, nil
+}
+
+// lookup takes a reference on the entry serving tag ("" is the default),
+// or explains why there is none (route's errors).
+func (s *Core) lookup(tag string) (*entry, error) {
 	for {
-		set := s.set.Load()
-		if set == nil {
-			return nil, notReady(s.state.Load())
-		}
-		e, ok := set.entries[tag]
-		if !ok {
-			return nil, s.unserved(set, tag)
+		set, e, err := s.route(tag)
+		if err != nil {
+			return nil, err
 		}
 		if e.acquire() {
 			return e, nil

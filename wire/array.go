@@ -7,6 +7,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/gr00tgw/gr00tgw/core/npy"
 )
 
 // ErrArray is wrapped by every error about a malformed array encoding.
@@ -201,21 +203,7 @@ func (a *Array) Len() int {
 func (a *Array) String() string { return a.Name() + " " + ShapeString(a.Shape) }
 
 // ShapeString formats a shape as Python prints a tuple: (2, 3), (9,), ().
-func ShapeString(shape []int) string {
-	var b strings.Builder
-	b.WriteByte('(')
-	for i, d := range shape {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(strconv.Itoa(d))
-	}
-	if len(shape) == 1 {
-		b.WriteByte(',')
-	}
-	b.WriteByte(')')
-	return b.String()
-}
+func ShapeString(shape []int) string { return npy.ShapeTuple(shape) }
 
 // Float64s returns the elements of a numeric or bool array as float64
 // (exact for every accepted dtype but the 64-bit integers beyond 2^53).

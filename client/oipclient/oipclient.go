@@ -10,8 +10,9 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strconv"
 
 	"github.com/gr00tgw/gr00tgw/api/oip"
@@ -67,12 +68,7 @@ func Request(o *rawobs.Observation, opts Options) ([]byte, int, error) {
 		}
 		add(input{Name: oip.PrefixImages + cam, Shape: shape, Datatype: oip.TypeUINT8}, pix, js)
 	}
-	groups := make([]string, 0, len(o.State))
-	for g := range o.State {
-		groups = append(groups, g)
-	}
-	sort.Strings(groups)
-	for _, g := range groups {
+	for _, g := range slices.Sorted(maps.Keys(o.State)) {
 		vals := o.State[g]
 		raw := make([]byte, 0, 4*len(vals))
 		f := make([]float32, len(vals))

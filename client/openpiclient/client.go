@@ -11,8 +11,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/coder/websocket"
@@ -229,12 +230,7 @@ func FromRaw(o *rawobs.Observation, singleFrame bool) (*wire.Map, error) {
 		}
 		m.Set("observation/"+cam, wire.Uint8Array(shape, pix))
 	}
-	groups := make([]string, 0, len(o.State))
-	for g := range o.State {
-		groups = append(groups, g)
-	}
-	sort.Strings(groups)
-	for _, g := range groups {
+	for _, g := range slices.Sorted(maps.Keys(o.State)) {
 		vals := o.State[g]
 		f := make([]float32, len(vals))
 		for i, x := range vals {

@@ -36,6 +36,19 @@ func loadConfig(fs *pflag.FlagSet, file string) (*config.Loaded, error) {
 	return config.Load(config.Sources{File: file, Flags: fs})
 }
 
+// parseConfig is how a command that takes the configuration flags
+// (configFlags) and no positional arguments starts: parseFlags, noArgs,
+// then loadConfig with the --config value *file (read after parsing).
+func parseConfig(fs *pflag.FlagSet, args []string, file *string) (*config.Loaded, error) {
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
+	}
+	if err := noArgs(fs); err != nil {
+		return nil, err
+	}
+	return loadConfig(fs, *file)
+}
+
 // runConfig is `gr00tgw config VERB ...`.
 func runConfig(ctx context.Context, args []string) error { return commands["config"].run(ctx, args) }
 
@@ -43,13 +56,7 @@ func runConfigPrint(_ context.Context, args []string) error {
 	fs := newFlags("config print", "[--config FILE] [--<key> value ...]",
 		"Prints every configuration key's effective value and where it came from\n(defaults → --config FILE → environment → flags), as serve would resolve it.")
 	file := configFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
-		return err
-	}
-	l, err := loadConfig(fs, *file)
+	l, err := parseConfig(fs, args, file)
 	if err != nil {
 		return err
 	}

@@ -49,13 +49,7 @@ func runGolden(ctx context.Context, args []string) error {
 			"checkpoint ships no golden of its own.")
 	file := configFlags(fs)
 	force := fs.Bool("force", false, "recompute goldens that are already current (same checkpoint digest, plugin, version and demo request)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
-		return err
-	}
-	loaded, err := loadConfig(fs, *file)
+	loaded, err := parseConfig(fs, args, file)
 	if err != nil {
 		return err
 	}

@@ -401,6 +401,20 @@ func TestCases(t *testing.T) {
 }
 `
 
+// midState is every state group's mid, by key: a state the plugin's
+// bounds accept.
+func (s *scaffold) midState() (map[string][]float64, error) {
+	state := map[string][]float64{}
+	for _, g := range s.Desc.State {
+		m, err := s.mid("state", g.Key, 0)
+		if err != nil {
+			return nil, err
+		}
+		state[g.Key] = m
+	}
+	return state, nil
+}
+
 // mid is the midpoint of the bounds the plugin normalises with (q01/q99
 // under use_percentiles, else min/max), per column; min/max for
 // relative_action. step picks a row of a per-step array.
@@ -449,13 +463,9 @@ func (s *scaffold) cases() (map[string][]byte, error) {
 	for _, c := range s.Desc.Cameras {
 		cams[c.Key] = map[string]int{"frames": len(c.DeltaIndices), "height": c.Height, "width": c.Width}
 	}
-	state := map[string][]float64{}
-	for _, g := range s.Desc.State {
-		m, err := s.mid("state", g.Key, 0)
-		if err != nil {
-			return nil, err
-		}
-		state[g.Key] = m
+	state, err := s.midState()
+	if err != nil {
+		return nil, err
 	}
 	in := map[string]any{"embodiment": s.Tag, "instruction": "pick up the object", "cameras": cams, "state": state}
 	out := map[string][]byte{}
@@ -559,13 +569,9 @@ func (s *scaffold) demo() ([]byte, error) {
 			images[c.Key] = append(images[c.Key], base64.StdEncoding.EncodeToString(b.Bytes()))
 		}
 	}
-	state := map[string][]float64{}
-	for _, g := range s.Desc.State {
-		m, err := s.mid("state", g.Key, 0)
-		if err != nil {
-			return nil, err
-		}
-		state[g.Key] = m
+	state, err := s.midState()
+	if err != nil {
+		return nil, err
 	}
 	b, err := json.MarshalIndent(map[string]any{"images": images, "state": state, "instruction": "pick up the object",
 		"embodiment": s.Tag, "seed": 1}, "", " ")

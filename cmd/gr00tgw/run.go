@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -542,14 +543,8 @@ func validActionDim(weights, tag string, emb service.Embodiment) (int, error) {
 	return n, nil
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
+// sortedKeys returns m's keys in order (nil for an empty m).
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 // openRunPlugin opens tag's plugin from --plugins-dir (default: the
 // checkout's build/plugins). It returns no plugin, and says so, when

@@ -52,13 +52,7 @@ func runServe(ctx context.Context, args []string) error {
 	fs := newFlags("serve", "[--config FILE] [--<key> value ...]",
 		"Serves the HTTP API. Every configuration key is a flag, an environment\nvariable and a YAML key (`gr00tgw config print` shows the effective values).\nSIGHUP or POST /admin/reload re-reads plugins_dir; SIGTERM drains and exits.")
 	file := configFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
-		return err
-	}
-	loaded, err := loadConfig(fs, *file)
+	loaded, err := parseConfig(fs, args, file)
 	if err != nil {
 		return err
 	}

@@ -233,6 +233,31 @@ func pngIDAT(data []byte) (idat uint64, bits int, ok bool) {
 // pngPool holds fast-path PNG decoders (their inflater state is reused).
 var pngPool = sync.Pool{New: func() any { return new(pngFast) }}
 
+// rgbFrom32 copies the R, G, B bytes of the w×h 4-byte pixels in pix (rows
+// stride bytes apart: RGBA or NRGBA) into the packed RGB p, as stored,
+// dropping alpha.
+func rgbFrom32(p, pix []uint8, stride, w, h int) {
+	for y := 0; y < h; y++ {
+		s := pix[y*stride : y*stride+4*w]
+		d := p[y*w*3 : (y+1)*w*3]
+		for x := 0; x < w; x++ {
+			d[3*x], d[3*x+1], d[3*x+2] = s[4*x], s[4*x+1], s[4*x+2]
+		}
+	}
+}
+
+// rgbFrom64 is rgbFrom32 for 8-byte pixels (RGBA64, NRGBA64): the high
+// byte of each big-endian 16-bit R, G, B.
+func rgbFrom64(p, pix []uint8, stride, w, h int) {
+	for y := 0; y < h; y++ {
+		s := pix[y*stride : y*stride+8*w]
+		d := p[y*w*3 : (y+1)*w*3]
+		for x := 0; x < w; x++ {
+			d[3*x], d[3*x+1], d[3*x+2] = s[8*x], s[8*x+2], s[8*x+4]
+		}
+	}
+}
+
 // toRGB converts any decoded image to 8-bit RGB, dropping alpha.
 func toRGB(dst *RGB, img goimage.Image) {
 	b := img.Bounds()
@@ -241,21 +266,9 @@ func toRGB(dst *RGB, img goimage.Image) {
 	p := dst.Pix
 	switch m := img.(type) {
 	case *goimage.RGBA:
-		for y := 0; y < h; y++ {
-			s := m.Pix[(y)*m.Stride : y*m.Stride+4*w]
-			d := p[y*w*3 : (y+1)*w*3]
-			for x := 0; x < w; x++ {
-				d[3*x], d[3*x+1], d[3*x+2] = s[4*x], s[4*x+1], s[4*x+2]
-			}
-		}
+		rgbFrom32(p, m.Pix, m.Stride, w, h)
 	case *goimage.NRGBA:
-		for y := 0; y < h; y++ {
-			s := m.Pix[y*m.Stride : y*m.Stride+4*w]
-			d := p[y*w*3 : (y+1)*w*3]
-			for x := 0; x < w; x++ {
-				d[3*x], d[3*x+1], d[3*x+2] = s[4*x], s[4*x+1], s[4*x+2]
-			}
-		}
+		rgbFrom32(p, m.Pix, m.Stride, w, h)
 	case *goimage.Gray:
 		for y := 0; y < h; y++ {
 			s := m.Pix[y*m.Stride : y*m.Stride+w]
@@ -265,21 +278,9 @@ func toRGB(dst *RGB, img goimage.Image) {
 			}
 		}
 	case *goimage.RGBA64:
-		for y := 0; y < h; y++ {
-			s := m.Pix[y*m.Stride : y*m.Stride+8*w]
-			d := p[y*w*3 : (y+1)*w*3]
-			for x := 0; x < w; x++ {
-				d[3*x], d[3*x+1], d[3*x+2] = s[8*x], s[8*x+2], s[8*x+4]
-			}
-		}
+		rgbFrom64(p, m.Pix, m.Stride, w, h)
 	case *goimage.NRGBA64:
-		for y := 0; y < h; y++ {
-			s := m.Pix[y*m.Stride : y*m.Stride+8*w]
-			d := p[y*w*3 : (y+1)*w*3]
-			for x := 0; x < w; x++ {
-				d[3*x], d[3*x+1], d[3*x+2] = s[8*x], s[8*x+2], s[8*x+4]
-			}
-		}
+		rgbFrom64(p, m.Pix, m.Stride, w, h)
 	case *goimage.Gray16:
 		for y := 0; y < h; y++ {
 			s := m.Pix[y*m.Stride : y*m.Stride+2*w]

@@ -2,6 +2,8 @@ package model
 
 import (
 	"fmt"
+
+	"github.com/gr00tgw/gr00tgw/core/safetensors"
 )
 
 // Checkpoint tensor-name prefixes (upstream layout, as stored in
@@ -26,13 +28,7 @@ type TensorSpec struct {
 }
 
 // NumElements is the product of the shape.
-func (t TensorSpec) NumElements() int64 {
-	n := int64(1)
-	for _, d := range t.Shape {
-		n *= int64(d)
-	}
-	return n
-}
+func (t TensorSpec) NumElements() int64 { return safetensors.NumElements(t.Shape) }
 
 // Plan derives the complete tensor list of a checkpoint for cfg: the vision
 // tower, the select_layer kept decoder layers, the action head, and the

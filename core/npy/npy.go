@@ -549,17 +549,9 @@ func Write(w io.Writer, shape []int, data any) error {
 	var sb strings.Builder
 	sb.WriteString("{'descr': '")
 	sb.WriteString(descrOf[dtype])
-	sb.WriteString("', 'fortran_order': False, 'shape': (")
-	for i, d := range shape {
-		if i > 0 {
-			sb.WriteString(", ")
-		}
-		sb.WriteString(strconv.Itoa(d))
-	}
-	if len(shape) == 1 {
-		sb.WriteString(",")
-	}
-	sb.WriteString("), }")
+	sb.WriteString("', 'fortran_order': False, 'shape': ")
+	sb.WriteString(ShapeTuple(shape))
+	sb.WriteString(", }")
 	hdr := sb.String()
 	// Pad with spaces so that magic+version+len+header+'\n' is a multiple of 64.
 	pre := 10
@@ -586,4 +578,22 @@ func Write(w io.Writer, shape []int, data any) error {
 		return fmt.Errorf("npy: %w", err)
 	}
 	return nil
+}
+
+// ShapeTuple formats a shape as Python prints a tuple, as the .npy header
+// spells it: (2, 3), (9,), ().
+func ShapeTuple(shape []int) string {
+	var b strings.Builder
+	b.WriteByte('(')
+	for i, d := range shape {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Itoa(d))
+	}
+	if len(shape) == 1 {
+		b.WriteByte(',')
+	}
+	b.WriteByte(')')
+	return b.String()
 }

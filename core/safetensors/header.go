@@ -65,9 +65,12 @@ type TensorInfo struct {
 }
 
 // NumElements is the product of the shape (1 for a scalar).
-func (t TensorInfo) NumElements() int64 {
+func (t TensorInfo) NumElements() int64 { return NumElements(t.Shape) }
+
+// NumElements is the product of shape (1 for a scalar, an empty shape).
+func NumElements(shape []int) int64 {
 	n := int64(1)
-	for _, d := range t.Shape {
+	for _, d := range shape {
 		n *= int64(d)
 	}
 	return n

@@ -358,8 +358,19 @@ func (s *scanner) object(field func(key string) error) error {
 	return s.expect('}')
 }
 
+// members is object with the error of a member's field prefixed by its
+// key ("model: vocab: …").
+func (s *scanner) members(field func(key string) error) error {
+	return s.object(func(k string) error {
+		if err := field(k); err != nil {
+			return fmt.Errorf("%s: %w", k, err)
+		}
+		return nil
+	})
+}
+
 func (l *loader) document() error {
-	err := l.sc.object(func(k string) error {
+	err := l.sc.members(func(k string) error {
 		var err error
 		switch k {
 		case "added_tokens":
@@ -392,10 +403,7 @@ func (l *loader) document() error {
 		default: // version, truncation, padding, post_processor, decoder
 			_, err = l.sc.value()
 		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", k, err)
-		}
-		return nil
+		return err
 	})
 	if err != nil {
 		return err
@@ -452,7 +460,7 @@ func (p *preTokenizerJSON) check() error {
 }
 
 func (l *loader) model() error {
-	err := l.sc.object(func(k string) error {
+	err := l.sc.members(func(k string) error {
 		var err error
 		switch k {
 		case "type":
@@ -485,10 +493,7 @@ func (l *loader) model() error {
 		default: // unk_token, fuse_unk: no effect on a byte-level vocabulary
 			_, err = l.sc.value()
 		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", k, err)
-		}
-		return nil
+		return err
 	})
 	if err != nil {
 		return err

@@ -328,8 +328,7 @@ func (s *Server) renderError(c *fiber.Ctx, err error) {
 		_ = c.SendString(he.Err.Error())
 		return
 	}
-	msg := he.Err.Error()
-	body := errorBody{Error: msg, Code: he.Code, Field: he.Field, Detail: msg, RequestID: rid}
+	body := he.Body(rid)
 	if wantsMsgpack(c) {
 		if b, err := wire.Marshal(body, wire.EncodingNPY); err == nil {
 			c.Set(fiber.HeaderContentType, service.MIMEMsgpack)
@@ -338,17 +337,6 @@ func (s *Server) renderError(c *fiber.Ctx, err error) {
 		}
 	}
 	_ = c.JSON(body)
-}
-
-// errorBody is the JSON error shape: {"error", "code", "field"}, plus
-// "detail" (the same message) so clients of the reference FastAPI server,
-// which read "detail", keep working.
-type errorBody struct {
-	Error     string `json:"error" msgpack:"error"`
-	Code      string `json:"code" msgpack:"code"`
-	Field     string `json:"field,omitempty" msgpack:"field,omitempty"`
-	Detail    string `json:"detail" msgpack:"detail"`
-	RequestID string `json:"request_id,omitempty" msgpack:"request_id,omitempty"`
 }
 
 func validRequestID(id string) bool {

@@ -6,7 +6,6 @@ import (
 
 	"github.com/gr00tgw/gr00tgw/plugins/abi"
 	"github.com/gr00tgw/gr00tgw/plugins/envelope"
-	"github.com/gr00tgw/gr00tgw/plugins/internal/wasmstr"
 )
 
 // Reencoder is implemented by a plugin that can re-express a previous
@@ -67,36 +66,8 @@ func (r *Runner) Reencode(in []byte) []byte {
 		return r.fail(abi.StatusInvalid, Errorf(abi.CodeInvalidAction, abi.AttrShift, "%q is not a row count", shift))
 	}
 	x.Shift = n
-	for i := range d.Tensors {
-		t := &d.Tensors[i]
-		switch {
-		case wasmstr.Equal(t.Name, abi.TensorActionPred):
-			if len(t.Dims) != 2 {
-				return r.fail(abi.StatusInvalid, Errorf(abi.CodeInvalidAction, abi.TensorActionPred, "rank %d, want [H, D]", len(t.Dims)))
-			}
-			v, err := t.Float32s()
-			if err != nil {
-				return r.fail(abi.StatusInvalid, Errorf(abi.CodeInvalidAction, abi.TensorActionPred, "%v", err))
-			}
-			x.ActionPred, x.Horizon, x.Dim = v, int(t.Dims[0]), int(t.Dims[1])
-		case wasmstr.HasPrefix(t.Name, abi.StatePrefix):
-			s, err := stateInput(t)
-			if err != nil {
-				return r.fail(abi.StatusInvalid, err)
-			}
-			s.Key = r.canonical(s.Key)
-			x.State = append(x.State, s)
-		case wasmstr.HasPrefix(t.Name, abi.PrevStatePrefix):
-			s, err := prevStateInput(t)
-			if err != nil {
-				return r.fail(abi.StatusInvalid, err)
-			}
-			s.Key = r.canonical(s.Key)
-			x.PrevState = append(x.PrevState, s)
-		}
-	}
-	if x.ActionPred == nil {
-		return r.fail(abi.StatusInvalid, Errorf(abi.CodeInvalidAction, abi.TensorActionPred, "missing"))
+	if res := r.actionInputs(d, &x.ActionPred, &x.Horizon, &x.Dim, &x.State, &x.PrevState); res != nil {
+		return res
 	}
 	out, err := re.Reencode(x)
 	if err != nil {

@@ -276,6 +276,21 @@ func (r *Runner) postInput(in []byte) []byte {
 func (r *Runner) postTensors() []byte {
 	d, p := &r.decPost, &r.post
 	r.postOK = false
+	if res := r.actionInputs(d, &p.ActionPred, &p.Horizon, &p.Dim, &p.State, nil); res != nil {
+		return res
+	}
+	r.postState = append(r.postState[:0], p.State...)
+	r.postPred, r.postH, r.postD = p.ActionPred, p.Horizon, p.Dim
+	r.postOK = true
+	return nil
+}
+
+// actionInputs reads the input tensors of Post and Reencode from d:
+// action_pred (required, rank 2 [H, D]) into *pred, *h, *dim; every
+// state.<key> into *state; with prev non-nil, every prev_state.<key> into
+// *prev (otherwise those are ignored). State keys are made canonical. It
+// returns nil, or the failure result for the stage to return.
+func (r *Runner) actionInputs(d *envelope.Envelope, pred *[]float32, h, dim *int, state, prev *[]StateInput) []byte {
 	for i := range d.Tensors {
 		t := &d.Tensors[i]
 		switch {
@@ -287,24 +302,26 @@ func (r *Runner) postTensors() []byte {
 			if err != nil {
 				return r.fail(abi.StatusInvalid, Errorf(abi.CodeInvalidAction, abi.TensorActionPred, "%v", err))
 			}
-			p.ActionPred, p.Horizon, p.Dim = v, int(t.Dims[0]), int(t.Dims[1])
+			*pred, *h, *dim = v, int(t.Dims[0]), int(t.Dims[1])
 		case wasmstr.HasPrefix(t.Name, abi.StatePrefix):
 			s, err := stateInput(t)
 			if err != nil {
 				return r.fail(abi.StatusInvalid, err)
 			}
-			p.State = append(p.State, s)
+			s.Key = r.canonical(s.Key)
+			*state = append(*state, s)
+		case prev != nil && wasmstr.HasPrefix(t.Name, abi.PrevStatePrefix):
+			s, err := prevStateInput(t)
+			if err != nil {
+				return r.fail(abi.StatusInvalid, err)
+			}
+			s.Key = r.canonical(s.Key)
+			*prev = append(*prev, s)
 		}
 	}
-	if p.ActionPred == nil {
+	if *pred == nil {
 		return r.fail(abi.StatusInvalid, Errorf(abi.CodeInvalidAction, abi.TensorActionPred, "missing"))
 	}
-	for i := range p.State {
-		p.State[i].Key = r.canonical(p.State[i].Key)
-	}
-	r.postState = append(r.postState[:0], p.State...)
-	r.postPred, r.postH, r.postD = p.ActionPred, p.Horizon, p.Dim
-	r.postOK = true
 	return nil
 }
 
