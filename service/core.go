@@ -30,6 +30,7 @@ import (
 
 	"github.com/gr00tgw/gr00tgw/config"
 	"github.com/gr00tgw/gr00tgw/device"
+	"github.com/gr00tgw/gr00tgw/record"
 )
 
 // State is the service's lifecycle state.
@@ -126,6 +127,9 @@ type Core struct {
 
 	protoOnce sync.Once         // the robot protocols' instruments (contract.go)
 	proto     *protoInstruments // created on the first protocol message
+
+	trust *trustInstruments // the safety gate's and recorder's metrics (safety.go)
+	rec   *record.Recorder  // the flight recorder; nil when record.dir is empty (recorder.go)
 }
 
 // MeterName is the instrumentation scope of the service's metrics and
@@ -156,6 +160,9 @@ func New(opts Options) (*Core, error) {
 		return nil, fmt.Errorf("service: metrics: %w", err)
 	}
 	s.inst = inst
+	if err := s.newTrust(mp.Meter(MeterName)); err != nil { // recorder.go
+		return nil, err
+	}
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	s.state.Store(StateStarting)
 	return s, nil
@@ -331,7 +338,8 @@ func (s *Core) Shutdown(ctx context.Context, fronts ...func(context.Context) err
 	fwg.Wait()
 	s.log.Info("Releasing backend")
 	closeErr := s.closeAll(s.deps.Load())
-	return errors.Join(drainErr, errors.Join(frontErrs...), closeErr)
+	recErr := s.closeRecorder(dctx) // recorder.go: writes what is queued
+	return errors.Join(drainErr, errors.Join(frontErrs...), closeErr, recErr)
 }
 
 // closeAll retires every served embodiment, waits (bounded) for the

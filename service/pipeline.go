@@ -47,6 +47,7 @@ type prediction struct {
 	in    device.Inputs
 	res   *device.Result
 	resp  *PredictResponse
+	gated gateResult // what the safety gate did (service/safety.go)
 }
 
 // stage runs fn in a child span called name and times it once: the
@@ -79,7 +80,9 @@ func (s *Core) runPredict(ctx context.Context, deps *Deps, e *entry, r *Request,
 		}
 	}()
 	p := &prediction{s: s, ctx: ctx, deps: deps, e: e, info: e.info, r: r, rid: rid, protocol: protocol}
-	return p.run(start)
+	resp, err = p.run(start)
+	p.record(start, resp, err) // service/recorder.go
+	return resp, err
 }
 
 // run is the pipeline: each stage's error is classified once, naming the
@@ -116,6 +119,9 @@ func (p *prediction) run(start time.Time) (*PredictResponse, error) {
 	}
 	if err := p.post(); err != nil {
 		return nil, classify(err, "plugin.post")
+	}
+	if err := p.gate(); err != nil { // service/safety.go
+		return nil, classify(err, "safety")
 	}
 	p.report()
 	p.tm.Total = ms(time.Since(start))

@@ -12,6 +12,8 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/gr00tgw/gr00tgw/safety"
 )
 
 // The served set: every embodiment the gateway answers for, each a
@@ -30,6 +32,7 @@ type entry struct {
 	source   string
 	warm     WarmupReport
 	since    time.Time
+	gate     *safety.Gate // nil: policy off (service/safety.go)
 
 	mu      sync.Mutex
 	refs    int
@@ -303,6 +306,11 @@ func (s *Core) checkBinding(deps *Deps, e *entry) error {
 	if len(e.info.ActionGroups) == 0 {
 		return errors.New("plugin declares no action groups")
 	}
+	g, err := s.newGate(e) // service/safety.go
+	if err != nil {
+		return err
+	}
+	e.gate = g
 	return nil
 }
 

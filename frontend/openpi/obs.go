@@ -280,6 +280,9 @@ func (s *Server) infer(ctx context.Context, data []byte, rid string, start time.
 	if resp.RTC != nil { // what real-time chunking applied
 		reply.Set("rtc", resp.RTC.Wire())
 	}
+	if resp.Safety != nil { // the safety gate's report
+		reply.Set("safety", resp.Safety.Wire())
+	}
 	return wire.Marshal(reply, wire.EncodingOpenPI)
 }
 

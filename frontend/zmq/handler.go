@@ -349,6 +349,9 @@ func (s *Server) getAction(ctx context.Context, data any, enc wire.Encoding, rid
 	if len(resps) == 1 && resps[0].RTC != nil { // what real-time chunking applied
 		info.Set("rtc", resps[0].RTC.Wire())
 	}
+	if len(resps) == 1 && resps[0].Safety != nil { // the safety gate's report
+		info.Set("safety", resps[0].Safety.Wire())
+	}
 	return reply{v: []any{acts, info}, enc: enc}, nil
 }
 

@@ -42,7 +42,7 @@ var Rules = []Rule{
 	{Prefix: "session", Why: "per-robot RTC state; a leaf the service core holds"},
 	{Prefix: "safety", May: []string{"plugins/abi"}, Why: "the gate reads the plugins' declared limits and nothing else"},
 	{Prefix: "record", May: []string{"safety"}, Why: "the flight recorder stores the gate's verdict; it knows no server"},
-	{Prefix: "service", May: []string{"core", "plugins", "device", "config", "internal/freelist", "wire"},
+	{Prefix: "service", May: []string{"core", "plugins", "device", "config", "internal/freelist", "wire", "safety", "record"},
 		Why: "the service core drives core, plugins and device interfaces; it knows no network protocol"},
 	{Prefix: "binding", May: []string{"core", "plugins", "device", "config", "internal/freelist", "service"},
 		Why: "binds plugins, checkpoint and device into the service's interfaces"},
