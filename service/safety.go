@@ -71,9 +71,17 @@ func violationReport(v *safety.Violation) *SafetyViolation {
 	return &SafetyViolation{Group: v.Group, Step: v.Step, Dim: v.Dim, Kind: v.Kind.String(), Limit: v.Limit, Value: v.Value}
 }
 
+// entryGate is one served embodiment's gate and its metric attributes
+// (precomputed: a check records without building attribute sets).
+type entryGate struct {
+	*safety.Gate
+	emb, policy attribute.KeyValue
+	outcomes    map[string]metric.AddOption // pass, clamped, rejected, error
+}
+
 // newGate compiles e's gate: the policy configured for its tag over its
 // plugin's action limits. Off gives a nil gate.
-func (s *Core) newGate(e *entry) (*safety.Gate, error) {
+func (s *Core) newGate(e *entry) (*entryGate, error) {
 	pol, err := safety.ParsePolicy(s.cfg.Safety.PolicyFor(e.tag))
 	if err != nil {
 		return nil, fmt.Errorf("safety policy: %w", err)
@@ -89,7 +97,12 @@ func (s *Core) newGate(e *entry) (*safety.Gate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("safety gate: %w", err)
 	}
-	return g, nil
+	eg := &entryGate{Gate: g, emb: attribute.String("embodiment", e.tag), policy: attribute.String("policy", pol.String()),
+		outcomes: map[string]metric.AddOption{}}
+	for _, o := range []string{"pass", "clamped", "rejected", "error"} {
+		eg.outcomes[o] = metric.WithAttributes(eg.emb, eg.policy, attribute.String("outcome", o))
+	}
+	return eg, nil
 }
 
 // describeFromInfo is the part of a plugin description the gate reads,
@@ -140,7 +153,7 @@ func (p *prediction) gate() error {
 		}
 		v, err := g.Check(groups, state)
 		p.gated = gateResult{checked: true, verdict: v, err: err}
-		p.s.trust.countGate(p.ctx, &p.info, g.Policy(), &v, err)
+		p.s.trust.countGate(p.ctx, g, &v, err)
 		if err != nil {
 			var se *safety.Error
 			if errors.As(err, &se) {
@@ -191,7 +204,7 @@ func newTrustInstruments(m metric.Meter, s *Core) (*trustInstruments, error) {
 }
 
 // countGate records one check.
-func (t *trustInstruments) countGate(ctx context.Context, info *EmbodimentInfo, pol safety.Policy, v *safety.Verdict, err error) {
+func (t *trustInstruments) countGate(ctx context.Context, g *entryGate, v *safety.Verdict, err error) {
 	outcome := "pass"
 	var se *safety.Error
 	switch {
@@ -202,12 +215,11 @@ func (t *trustInstruments) countGate(ctx context.Context, info *EmbodimentInfo, 
 	case v.Clamped > 0:
 		outcome = "clamped"
 	}
-	emb, ps := attribute.String("embodiment", info.Name), attribute.String("policy", pol.String())
-	t.checks.Add(ctx, 1, metric.WithAttributes(emb, ps, attribute.String("outcome", outcome)))
+	t.checks.Add(ctx, 1, g.outcomes[outcome])
 	for _, gc := range v.ByGroup {
 		for _, k := range safety.Kinds() {
 			if n := gc.ByKind[k]; n > 0 {
-				t.violations.Add(ctx, int64(n), metric.WithAttributes(emb, ps, attribute.String("group", gc.Group), attribute.String("kind", k.String())))
+				t.violations.Add(ctx, int64(n), metric.WithAttributes(g.emb, g.policy, attribute.String("group", gc.Group), attribute.String("kind", k.String())))
 			}
 		}
 	}

@@ -12,8 +12,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-
-	"github.com/gr00tgw/gr00tgw/safety"
 )
 
 // The served set: every embodiment the gateway answers for, each a
@@ -32,7 +30,7 @@ type entry struct {
 	source   string
 	warm     WarmupReport
 	since    time.Time
-	gate     *safety.Gate // nil: policy off (service/safety.go)
+	gate     *entryGate // nil: policy off (service/safety.go)
 
 	mu      sync.Mutex
 	refs    int
