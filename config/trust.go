@@ -21,6 +21,11 @@ type Safety struct {
 	// (a list, like every key, so that it has a flag and an environment
 	// name).
 	Policies []string `koanf:"policies" flag:"safety-policies" usage:"per-embodiment safety policies, <tag>=<policy> comma-separated (overrides safety.policy)"`
+	// LimitsFile overrides plugins' action limits: a YAML map
+	// <tag>: {<group>: {min, max, gripper, max_step_delta, max_jump,
+	// jump_from}}; a group listed replaces that group's limits. Read when
+	// an embodiment is bound (start-up, reload).
+	LimitsFile string `koanf:"limits_file" flag:"safety-limits-file" usage:"YAML file overriding plugins' action limits: <tag>: {<group>: {min, max, gripper, max_step_delta, max_jump}} (empty: the plugins' own)"`
 }
 
 // PolicyFor returns the safety policy of embodiment tag (Validate has
@@ -70,6 +75,7 @@ func (c *Config) trustChecks() []keyCheck {
 			}
 			return nil
 		}},
+		{"safety.limits_file", func() error { return readableFile(c.Safety.LimitsFile) }},
 		{"record.max_bytes", func() error {
 			if c.Record.MaxBytes <= 0 {
 				return fmt.Errorf("%d: want > 0", c.Record.MaxBytes)

@@ -6,15 +6,19 @@
 package service
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
+	"os"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/gr00tgw/gr00tgw/plugins/abi"
 	"github.com/gr00tgw/gr00tgw/safety"
@@ -93,7 +97,15 @@ func (s *Core) newGate(e *entry) (*entryGate, error) {
 	if d == nil {
 		d = describeFromInfo(&e.info)
 	}
-	g, err := safety.New(pol, d, e.b.ActionLimits)
+	limits := e.b.ActionLimits
+	if f := s.cfg.Safety.LimitsFile; f != "" {
+		over, err := readLimitsFile(f)
+		if err != nil {
+			return nil, err
+		}
+		limits = safety.Override(limits, over[e.tag])
+	}
+	g, err := safety.New(pol, d, limits)
 	if err != nil {
 		return nil, fmt.Errorf("safety gate: %w", err)
 	}
@@ -103,6 +115,22 @@ func (s *Core) newGate(e *entry) (*entryGate, error) {
 		eg.outcomes[o] = metric.WithAttributes(eg.emb, eg.policy, attribute.String("outcome", o))
 	}
 	return eg, nil
+}
+
+// readLimitsFile reads safety.limits_file: per embodiment tag, action
+// limits by group (unknown keys refused; safety.New checks the values).
+func readLimitsFile(path string) (map[string]map[string]abi.ActionLimit, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("safety.limits_file: %w", err)
+	}
+	var out map[string]map[string]abi.ActionLimit
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&out); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("safety.limits_file %s: %w", path, err)
+	}
+	return out, nil
 }
 
 // describeFromInfo is the part of a plugin description the gate reads,

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -173,4 +175,25 @@ func bitsOf(a map[string][][]float64) map[string][][]uint64 {
 		}
 	}
 	return out
+}
+
+// safety.limits_file replaces the plugin's limits of the groups it lists:
+// here the joints' max tightened from 2 to 1, the other groups unchanged.
+func TestSafetyLimitsFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "limits.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(droidInfo.Name+":\n  joint_position:\n    max: [1, 1, 1, 1, 1, 1, 1]\n"), 0o600))
+	f := newFixture(t, true, func(c *config.Config, _ *fixtureOptions, f *fixture) {
+		c.Safety.Policy = "reject"
+		c.Safety.LimitsFile = file
+		f.binding.ActionLimits = gateLimits()
+	})
+	t.Cleanup(func() { _ = f.shutdown(context.Background()) })
+	st, a := f.gatePredict(t, gateBody(t, plant{"joint_position", 2, 1, 1.5}))
+	require.Equal(t, 422, st)
+	assert.Equal(t, "safety: unsafe action: actions.joint_position[2][1]: value 1.5 is above max 1", a.Error)
+	st, a = f.gatePredict(t, gateBody(t, plant{"joint_position", 2, 1, -3}))
+	require.Equal(t, 200, st, "the override replaced the group's min too: %s", a.Error)
+	st, a = f.gatePredict(t, gateBody(t, plant{"gripper_position", 2, 0, 1.5}))
+	require.Equal(t, 422, st, "other groups keep the plugin's limits")
+	assert.Equal(t, "actions.gripper_position[2][0]", a.Field)
 }
