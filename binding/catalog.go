@@ -269,6 +269,8 @@ func (c *Catalog) Open(ctx context.Context, cand Candidate) (_ *service.Binding,
 		Layout:   layoutOf(&d, &pcfg),
 		Modality: modalityOf(c.ck, d.Embodiment, &pcfg),
 		Close:    p.Close,
+		// The safety gate's limits (service/safety.go).
+		ActionLimits: p.ActionLimits(), Description: &d,
 	}, nil
 }
 

@@ -140,6 +140,11 @@ type Config struct {
 	// re-read on SIGHUP (frontend/secure).
 	TLS  TLS  `koanf:"tls"`
 	Auth Auth `koanf:"auth"`
+
+	// Safety is the safety gate after plugin.post; Record the flight
+	// recorder (config/trust.go).
+	Safety Safety `koanf:"safety"`
+	Record Record `koanf:"record"`
 }
 
 // TLS configures HTTPS for the HTTP API (the OIP routes included).
@@ -349,6 +354,8 @@ func Default() Config {
 		Device: Device{Isolation: defaultIsolation(), Runners: 1, RunnerPingInterval: time.Second, RunnerPingTimeout: 3 * time.Second,
 			RunnerCallGrace: 2 * time.Second, RunnerStartTimeout: 5 * time.Minute, RunnerMaxRestarts: 5,
 			Torch: Torch{Device: "cuda", Dtype: "auto", Python: "python3", CUDAGraphs: true}},
+		Safety: Safety{Policy: "off"},
+		Record: Record{MaxBytes: 1 << 30, Sample: 1},
 	}
 }
 
@@ -359,7 +366,7 @@ const BackendTorch = "torch"
 // Validate checks every value and returns the first problem, naming the key.
 // Load calls it (and adds the value's source to the message).
 func (c *Config) Validate() error {
-	for _, ch := range c.checks() {
+	for _, ch := range append(c.checks(), c.trustChecks()...) {
 		if err := ch.check(); err != nil {
 			return &KeyError{Key: ch.key, Err: err}
 		}

@@ -208,6 +208,24 @@ type Verdict struct {
 	// counts once, under the first kind it violated. Under Reject the
 	// check stops at the first.
 	ByKind [numKinds]int `json:"-" msgpack:"-"`
+	// ByGroup splits ByKind per action group: one entry per group with a
+	// violation, in scan order (nil when none; allocated only then).
+	ByGroup []GroupCount `json:"-" msgpack:"-"`
+}
+
+// GroupCount is one action group's violations per kind (index Kind).
+type GroupCount struct {
+	Group  string
+	ByKind [numKinds]int
+}
+
+// count counts one violation of kind in group.
+func (v *Verdict) count(group string, k Kind) {
+	v.ByKind[k]++
+	if n := len(v.ByGroup); n == 0 || v.ByGroup[n-1].Group != group {
+		v.ByGroup = append(v.ByGroup, GroupCount{Group: group})
+	}
+	v.ByGroup[len(v.ByGroup)-1].ByKind[k]++
 }
 
 // Group is one decoded action group as post returns it (the same fields as
@@ -476,7 +494,7 @@ func (c *group) value(row []float32, k, d int, reach bool, r, L float64, kind Ki
 		}
 		v.First = &viol
 	}
-	v.ByKind[kind]++
+	v.count(c.key, kind)
 	y := min(max(x, lo), hi)
 	if reach {
 		rlo, rhi := up32(r-L), down32(r+L)
@@ -497,7 +515,7 @@ func (c *group) value(row []float32, k, d int, reach bool, r, L float64, kind Ki
 }
 
 func (c *group) fail(v *Verdict, viol Violation) error {
-	v.ByKind[viol.Kind]++
+	v.count(c.key, viol.Kind)
 	if v.First == nil {
 		f := viol
 		v.First = &f

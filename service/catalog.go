@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+
+	"github.com/gr00tgw/gr00tgw/plugins/abi"
 )
 
 // EmbodimentHeader routes a /predict request to an embodiment without the
@@ -61,6 +63,14 @@ type Binding struct {
 	// Close releases it; called exactly once by the gateway, after the
 	// last request that used the binding. nil: nothing to release.
 	Close func(ctx context.Context) error
+	// ActionLimits are the plugin's declared safety limits by action
+	// group (Plugin.ActionLimits; nil: the gate checks finiteness only),
+	// and Description its gw_describe, against which the safety gate
+	// compiles them (nil: built from Embodiment.Describe(), which knows
+	// no action representations: enough for limits without max_jump on a
+	// relative group). See service/safety.go.
+	ActionLimits map[string]abi.ActionLimit
+	Description  *abi.Description
 }
 
 // Candidate is one embodiment a Catalog can open.

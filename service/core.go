@@ -30,6 +30,7 @@ import (
 
 	"github.com/gr00tgw/gr00tgw/config"
 	"github.com/gr00tgw/gr00tgw/device"
+	"github.com/gr00tgw/gr00tgw/record"
 	"github.com/gr00tgw/gr00tgw/session"
 )
 
@@ -130,6 +131,9 @@ type Core struct {
 
 	protoOnce sync.Once         // the robot protocols' instruments (contract.go)
 	proto     *protoInstruments // created on the first protocol message
+
+	trust *trustInstruments // the safety gate's and recorder's metrics (safety.go)
+	rec   *record.Recorder  // the flight recorder; nil when record.dir is empty (recorder.go)
 }
 
 // MeterName is the instrumentation scope of the service's metrics and
@@ -163,6 +167,9 @@ func New(opts Options) (*Core, error) {
 	sc := opts.Config.Sessions
 	if s.sessions, s.sessInst, err = newSessionStore(mp.Meter(MeterName), sc.Max, sc.TTL, sc.MaxBytes); err != nil {
 		return nil, fmt.Errorf("service: sessions: %w", err)
+	}
+	if err := s.newTrust(mp.Meter(MeterName)); err != nil { // recorder.go
+		return nil, err
 	}
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	s.state.Store(StateStarting)
@@ -339,7 +346,8 @@ func (s *Core) Shutdown(ctx context.Context, fronts ...func(context.Context) err
 	fwg.Wait()
 	s.log.Info("Releasing backend")
 	closeErr := s.closeAll(s.deps.Load())
-	return errors.Join(drainErr, errors.Join(frontErrs...), closeErr)
+	recErr := s.closeRecorder(dctx) // recorder.go: writes what is queued
+	return errors.Join(drainErr, errors.Join(frontErrs...), closeErr, recErr)
 }
 
 // closeAll retires every served embodiment, waits (bounded) for the

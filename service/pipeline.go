@@ -47,7 +47,8 @@ type prediction struct {
 	in    device.Inputs
 	res   *device.Result
 	resp  *PredictResponse
-	rtc   *rtcPlan // real-time chunking and the session (sessions.go)
+	rtc   *rtcPlan   // real-time chunking and the session (sessions.go)
+	gated gateResult // what the safety gate did (service/safety.go)
 }
 
 // stage runs fn in a child span called name and times it once: the
@@ -80,7 +81,9 @@ func (s *Core) runPredict(ctx context.Context, deps *Deps, e *entry, r *Request,
 		}
 	}()
 	p := &prediction{s: s, ctx: ctx, deps: deps, e: e, info: e.info, r: r, rid: rid, protocol: protocol}
-	return p.run(start)
+	resp, err = p.run(start)
+	p.record(start, resp, err) // service/recorder.go
+	return resp, err
 }
 
 // run is the pipeline: each stage's error is classified once, naming the
@@ -120,6 +123,9 @@ func (p *prediction) run(start time.Time) (*PredictResponse, error) {
 	}
 	if err := p.post(); err != nil {
 		return nil, classify(err, "plugin.post")
+	}
+	if err := p.gate(); err != nil { // service/safety.go
+		return nil, classify(err, "safety")
 	}
 	p.report()
 	p.storeSession(start)

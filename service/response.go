@@ -18,16 +18,18 @@ type PluginReport struct {
 // (parse: body to request; queue: wait for the device lock; plugin_pre / plugin_post: time inside
 // the embodiment plugin; the device's own stages). Milliseconds.
 type Timing struct {
-	Decode        float64            `json:"decode" msgpack:"decode"`
-	Encode        float64            `json:"encode" msgpack:"encode"`
-	Device        float64            `json:"device" msgpack:"device"`
-	DecodeActions float64            `json:"decode_actions" msgpack:"decode_actions"`
-	Total         float64            `json:"total" msgpack:"total"`
-	Parse         float64            `json:"parse" msgpack:"parse"`
-	Queue         float64            `json:"queue" msgpack:"queue"`
-	PluginPre     float64            `json:"plugin_pre" msgpack:"plugin_pre"`
-	PluginPost    float64            `json:"plugin_post" msgpack:"plugin_post"`
-	DeviceStages  map[string]float64 `json:"device_stages,omitempty" msgpack:"device_stages,omitempty"`
+	Decode        float64 `json:"decode" msgpack:"decode"`
+	Encode        float64 `json:"encode" msgpack:"encode"`
+	Device        float64 `json:"device" msgpack:"device"`
+	DecodeActions float64 `json:"decode_actions" msgpack:"decode_actions"`
+	Total         float64 `json:"total" msgpack:"total"`
+	Parse         float64 `json:"parse" msgpack:"parse"`
+	Queue         float64 `json:"queue" msgpack:"queue"`
+	PluginPre     float64 `json:"plugin_pre" msgpack:"plugin_pre"`
+	PluginPost    float64 `json:"plugin_post" msgpack:"plugin_post"`
+	// Safety is the safety gate's time (absent when the gate is off).
+	Safety       float64            `json:"safety,omitempty" msgpack:"safety,omitempty"`
+	DeviceStages map[string]float64 `json:"device_stages,omitempty" msgpack:"device_stages,omitempty"`
 }
 
 // PredictResponse is the 200 body of POST /predict, field for field the
@@ -63,6 +65,9 @@ type PredictResponse struct {
 	RTC *RTCReport `json:"rtc,omitempty" msgpack:"rtc,omitempty"`
 	// Session is the request's session id (sessions.go), "" without one.
 	Session string `json:"session,omitempty" msgpack:"session,omitempty"`
+	// Safety is the safety gate's report, when the gate is on (policy
+	// reject or clamp; service/safety.go).
+	Safety *SafetyReport `json:"safety,omitempty" msgpack:"safety,omitempty"`
 
 	// ActionPredNormalized is the model-space chunk as denoised,
 	// [model horizon][action_dim] ([40][132] for N1.7 whatever the

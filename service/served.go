@@ -30,6 +30,7 @@ type entry struct {
 	source   string
 	warm     WarmupReport
 	since    time.Time
+	gate     *entryGate // nil: policy off (service/safety.go)
 
 	mu      sync.Mutex
 	refs    int
@@ -303,6 +304,11 @@ func (s *Core) checkBinding(deps *Deps, e *entry) error {
 	if len(e.info.ActionGroups) == 0 {
 		return errors.New("plugin declares no action groups")
 	}
+	g, err := s.newGate(e) // service/safety.go
+	if err != nil {
+		return err
+	}
+	e.gate = g
 	return nil
 }
 

@@ -117,8 +117,10 @@ type Tensor = oipapi.Tensor
 // reads back as the same float32) or as binary data (little-endian)
 // after the JSON object. It returns the body and the JSON object's length
 // (len(body) when no output is binary). Parameters carry the embodiment,
-// the noise source, the seed, the gateway's request id and its timings
-// (device_ms, total_ms: timing_ms.device and .total of /predict).
+// the noise source, the seed, the gateway's request id, its timings
+// (device_ms, total_ms: timing_ms.device and .total of /predict) and,
+// when the safety gate is on, safety_policy, safety_clamped and
+// safety_first (the first violation, as SafetyViolation.String).
 func Encode(inf *Infer, model string, resp *service.PredictResponse) ([]byte, int, error) {
 	outs := inf.Outputs
 	if outs == nil {
@@ -135,6 +137,12 @@ func Encode(inf *Infer, model string, resp *service.PredictResponse) ([]byte, in
 	}
 	if resp.Seed != nil {
 		r.Parameters["seed"] = *resp.Seed
+	}
+	if sr := resp.Safety; sr != nil { // the safety gate's report, as scalar parameters
+		r.Parameters["safety_policy"], r.Parameters["safety_clamped"] = sr.Policy, sr.Clamped
+		if sr.First != nil {
+			r.Parameters["safety_first"] = sr.First.String()
+		}
 	}
 	var bin []byte
 	for _, o := range outs {

@@ -301,6 +301,9 @@ func (s *Server) infer(ctx context.Context, data []byte, rid string, start time.
 	if resp.Session != "" && r.SessionField == KeySession { // a named session; the connection's own stays internal
 		reply.Set("session_id", resp.Session)
 	}
+	if resp.Safety != nil { // the safety gate's report
+		reply.Set("safety", resp.Safety.Wire())
+	}
 	return wire.Marshal(reply, wire.EncodingOpenPI)
 }
 

@@ -88,7 +88,7 @@ func setup(tb testing.TB) *env {
 	return theEnv
 }
 
-func start() (*env, error) {
+func start(tweaks ...func(*config.Config)) (*env, error) {
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		return nil, err
@@ -107,6 +107,9 @@ func start() (*env, error) {
 	cfg.WarmupRuns = 1
 	cfg.GoldenDir = "-"
 	cfg.QueueDepth = 16
+	for _, fn := range tweaks {
+		fn(&cfg)
+	}
 	paths := binding.Resolve(cfg, root)
 	paths.Plugins = plugins
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -360,6 +360,9 @@ func (s *Server) getAction(ctx context.Context, data any, enc wire.Encoding, rid
 	if len(resps) == 1 && resps[0].Session != "" {
 		info.Set("session_id", resps[0].Session)
 	}
+	if len(resps) == 1 && resps[0].Safety != nil { // the safety gate's report
+		info.Set("safety", resps[0].Safety.Wire())
+	}
 	return reply{v: []any{acts, info}, enc: enc}, nil
 }
 
