@@ -161,3 +161,26 @@ func TestRecorderReadOnlyDirectory(t *testing.T) {
 	}
 	assert.Equal(t, 1, n, "one log line for the outage:\n%s", logs.String())
 }
+
+// record.sessions keeps only the named sessions' predicts, and a record
+// carries the session the request named.
+func TestRecorderSessionsFilter(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "rec")
+	f := recordFixture(t, dir, "off", nil, func(r *config.Record) { r.Sessions = []string{"robot-a"} })
+	for _, session := range []string{"robot-a", "robot-b", ""} {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(gateBody(t), &m))
+		if session != "" {
+			m["session"] = session
+		}
+		st, a := f.gatePredict(t, mustJSON(t, m))
+		require.Equal(t, 200, st, "session %q: %s", session, a.Error)
+	}
+	require.NoError(t, f.shutdown(context.Background()))
+	files, err := record.List(dir)
+	require.NoError(t, err)
+	require.Len(t, files, 1, "only robot-a's predict is recorded")
+	rec, err := record.ReadFile(files[0])
+	require.NoError(t, err)
+	assert.Equal(t, "robot-a", rec.Session)
+}
