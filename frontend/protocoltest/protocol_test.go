@@ -576,6 +576,58 @@ func TestPythonZMQ(t *testing.T) {
 	})
 }
 
+// TestPythonZMQSession runs upstream's client flow for real-time chunking
+// over ZeroMQ: get_action(observation, options) twice in one session
+// (options.session_id and the rtc_* options by upstream's names), then
+// reset. The second chunk is seeded by the session's first (rtc.source
+// "session") and is bit-identical to the same session flow over HTTP; the
+// first has no chunk to seed it; reset answers {} as upstream's does.
+func TestPythonZMQSession(t *testing.T) {
+	e := setup(t)
+	py := pytest.Find(t, "zmq", "msgpack", "numpy")
+	_, port, _ := net.SplitHostPort(e.zmqAddr)
+	req := filepath.Join(e.root, "testdata", "n17-tiny", "caseA", "request.json")
+	out := pytest.Run(t, py, nil, filepath.Join("testdata", "gr00t_zmq_client.py"), "--port", port, "--token", zmqToken,
+		"--request", req, "--seed", "7", "--session", "py-robot", "session")
+	var got []json.RawMessage
+	require.NoError(t, json.Unmarshal(out, &got), string(out))
+	require.Len(t, got, 3, string(out))
+	assert.JSONEq(t, "{}", string(got[2]), "reset answers {}")
+
+	var steps [2]struct {
+		Action map[string]pyArray `json:"action"`
+		Info   struct {
+			SessionID string         `json:"session_id"`
+			RTC       map[string]any `json:"rtc"`
+		} `json:"info"`
+	}
+	for i := range steps {
+		require.NoError(t, json.Unmarshal(got[i], &steps[i]), string(got[i]))
+		assert.Equal(t, "py-robot", steps[i].Info.SessionID, "step %d", i)
+	}
+	assert.Equal(t, "no_chunk", steps[0].Info.RTC["skipped"], "the first chunk has no previous chunk: %v", steps[0].Info.RTC)
+	assert.Equal(t, "session", steps[1].Info.RTC["source"], "%v", steps[1].Info.RTC)
+	assert.NotContains(t, steps[1].Info.RTC, "skipped", "%v", steps[1].Info.RTC)
+	assert.EqualValues(t, 12, steps[1].Info.RTC["overlap"])
+	assert.EqualValues(t, 4, steps[1].Info.RTC["frozen"])
+
+	// The same flow over HTTP, in another session: the same actions.
+	opts := map[string]any{"action_horizon": 40, "rtc_overlap_steps": 12, "rtc_frozen_steps": 4, "rtc_ramp_rate": 6.0}
+	for i, seed := range []uint64{7, 8} {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(e.droid, &m))
+		m["session"], m["options"] = "http-robot", opts
+		b, err := json.Marshal(m)
+		require.NoError(t, err)
+		want := e.httpActions(t, b, u64(seed))
+		for _, g := range groups {
+			a, ok := steps[i].Action[g]
+			require.True(t, ok, "%s in step %d", g, i)
+			sameBits(t, want[g], f32(a.Values), fmt.Sprintf("step %d %s", i, g))
+		}
+	}
+}
+
 // TestPythonOpenPI runs the Python openpi client (websockets): actions
 // bit-identical to HTTP, metadata, server_timing, the error cases (text
 // frame naming the field, then 1011) and a wrong key (HTTP 401).

@@ -299,7 +299,8 @@ def main():
     ap.add_argument("--form", choices=["nested", "flat", "legacy"], default="nested")
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--seed", type=int, default=None, help="options.seed (gr00tgw; ignored upstream)")
-    ap.add_argument("command", choices=["ping", "modality", "action", "errors", "reset"])
+    ap.add_argument("--session", default="py-robot", help="options.session_id for the session command")
+    ap.add_argument("command", choices=["ping", "modality", "action", "errors", "reset", "session"])
     args = ap.parse_args()
     ser = ReleaseSerializer if args.encoding == "npy" else HeadSerializer
     client = PolicyClient(args.host, args.port, ser, api_token=args.token)
@@ -334,6 +335,20 @@ def main():
         for k, a in action.items():
             assert isinstance(a, np.ndarray) and a.dtype == np.float32, (k, type(a))
         json.dump(as_json(action), sys.stdout)
+    elif args.command == "session":
+        # Two get_action calls in one session with real-time chunking, the
+        # options as upstream's PolicyClient.get_action(observation, options)
+        # sends them, then reset: [{action, info}, {action, info}, reset].
+        video, state, text = load_demo(args.request)
+        obs = observation(video, state, text, "nested", 1)
+        out = []
+        for i in range(2):
+            options = {"seed": args.seed + i, "session_id": args.session, "action_horizon": 40,
+                       "rtc_overlap_steps": 12, "rtc_frozen_steps": 4, "rtc_ramp_rate": 6.0}
+            action, info = client.get_action(obs, options)
+            out.append({"action": as_json(action), "info": info})
+        out.append(client.reset({"session_id": args.session}))
+        json.dump(out, sys.stdout)
     elif args.command == "errors":
         video, state, text = load_demo(args.request)
         good = observation(video, state, text, "nested", 1)
