@@ -20,18 +20,21 @@ import (
 // against a server whose queue admits loadQueueDepth+1 predictions, so
 // the surplus clients meet 503 back-pressure.
 const (
-	loadClients  = 8
-	loadDuration = 20 * time.Second
-	// loadWarm is when the RSS baseline is taken. The heap grows for the
-	// first seconds of load (worker pools, per-request buffers at peak
-	// concurrency, GOGC headroom: 160 → 350 MiB in ~8 s on a 2-core box,
-	// then flat within a few MiB over 60 s), so the baseline is taken
-	// halfway and the second half must stay flat.
-	loadWarm         = loadDuration / 2
+	loadClients      = 8
+	loadDuration     = 20 * time.Second
 	loadMaxPerClient = 5000
 	loadQueueDepth   = 3
 	loadBackoff      = 100 * time.Millisecond // a client's pause after a 503 (Retry-After says 1 s; shorter keeps the pressure on)
 )
+
+// loadShape is one load test: clients posting body(c, i) back to back for
+// duration, each 200 answer checked by check (nil: an error).
+type loadShape struct {
+	name     string
+	duration time.Duration
+	body     func(c, i int) []byte
+	check    func(c, i int, body []byte) error
+}
 
 // TestLoad runs the real binary under loadClients concurrent clients for
 // loadDuration and checks: no 5xx but 503 queue_full with Retry-After, every
@@ -45,10 +48,96 @@ func TestLoad(t *testing.T) {
 	g := startGateway(t, bin, plugins, "--queue-depth", fmt.Sprint(loadQueueDepth),
 		"--otel-traces-exporter", "none", "--log-level", "warn")
 	demo := getDemo(t, g)
+	runLoad(t, g, loadShape{
+		name: "demo", duration: loadDuration,
+		body: func(int, int) []byte { return demo.Request },
+		check: func(_, _ int, body []byte) error {
+			var r struct {
+				Actions map[string][][]float64 `json:"actions"`
+			}
+			if err := json.Unmarshal(body, &r); err != nil {
+				return fmt.Errorf("response: %w", err)
+			}
+			if md, err := maxActionDiff(r.Actions, demo.Expected.Actions); err != nil || md > 1e-3 {
+				return fmt.Errorf("actions vs golden: max|d| %g, %v", md, err)
+			}
+			return nil
+		},
+	})
+	require.NoError(t, g.stop(t), "exit status after SIGTERM")
+}
 
+// TestLoadSessions is issue 27's sessions under load: 8 clients cycling
+// through 8 sessions each (64 sessions) with real-time chunking for 30 s —
+// no failure but 503 back-pressure, the resident set flat, and every
+// answer's rtc.source "session" (no chunk only on a session's first served
+// predict). Skipped with -short.
+func TestLoadSessions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("load test: skipped with -short")
+	}
+	const perClient = 8
+	bin, plugins := buildGateway(t)
+	g := startGateway(t, bin, plugins, "--queue-depth", fmt.Sprint(loadQueueDepth),
+		"--otel-traces-exporter", "none", "--log-level", "warn")
+	demo := getDemo(t, g)
+	var req map[string]any
+	require.NoError(t, json.Unmarshal(demo.Request, &req))
+	req["options"] = map[string]any{"action_horizon": 40, "rtc_overlap_steps": 12, "rtc_frozen_steps": 4, "rtc_ramp_rate": 6.0}
+	bodies := make([][]byte, loadClients*perClient)
+	for i := range bodies {
+		req["session"] = fmt.Sprintf("robot-%02d", i)
+		b, err := json.Marshal(req)
+		require.NoError(t, err)
+		bodies[i] = b
+	}
+	var mu sync.Mutex
+	served := map[string]bool{}
+	runLoad(t, g, loadShape{
+		name: "sessions", duration: 30 * time.Second,
+		body: func(c, i int) []byte { return bodies[c*perClient+i%perClient] },
+		check: func(c, i int, body []byte) error {
+			var r struct {
+				Session string `json:"session"`
+				RTC     *struct {
+					Source, Skipped string
+				} `json:"rtc"`
+			}
+			if err := json.Unmarshal(body, &r); err != nil {
+				return fmt.Errorf("response: %w", err)
+			}
+			want := fmt.Sprintf("robot-%02d", c*perClient+i%perClient)
+			mu.Lock()
+			first := !served[want]
+			served[want] = true
+			mu.Unlock()
+			switch {
+			case r.Session != want || r.RTC == nil || r.RTC.Source != "session":
+				return fmt.Errorf("session %q (want %s), rtc %+v", r.Session, want, r.RTC)
+			case first != (r.RTC.Skipped == "no_chunk") || (!first && r.RTC.Skipped != ""):
+				return fmt.Errorf("%s: first served %v, skipped %q", want, first, r.RTC.Skipped)
+			}
+			return nil
+		},
+	})
+	assert.Len(t, served, loadClients*perClient, "every session served")
+	require.NoError(t, g.stop(t), "exit status after SIGTERM")
+}
+
+// runLoad drives g with shape's clients and checks no 5xx but 503
+// queue_full with Retry-After, every 200 passing shape.check, the resident
+// set flat after the first half, and the server serving afterwards.
+func runLoad(t *testing.T, g *childGateway, shape loadShape) {
+	t.Helper()
 	tr := &http.Transport{MaxIdleConnsPerHost: loadClients, DisableCompression: true}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: 60 * time.Second}
+	// loadWarm is when the RSS baseline is taken. The heap grows for the
+	// first seconds of load (worker pools, per-request buffers at peak
+	// concurrency, GOGC headroom: 160 → 350 MiB in ~8 s on a 2-core box,
+	// then flat within a few MiB over 60 s), so the baseline is taken
+	// halfway and the second half must stay flat.
+	loadWarm := shape.duration / 2
 
 	type sample struct {
 		status int
@@ -69,7 +158,7 @@ func TestLoad(t *testing.T) {
 		}
 	}
 	start := time.Now()
-	stopAt := start.Add(loadDuration)
+	stopAt := start.Add(shape.duration)
 	var rssSeries []int64 // MiB, once a second
 	go func() {
 		time.Sleep(loadWarm)
@@ -92,7 +181,7 @@ func TestLoad(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < loadMaxPerClient && time.Now().Before(stopAt); i++ {
 				t0 := time.Now()
-				req, err := http.NewRequest(http.MethodPost, g.base+"/predict", bytes.NewReader(demo.Request))
+				req, err := http.NewRequest(http.MethodPost, g.base+"/predict", bytes.NewReader(shape.body(c, i)))
 				if err != nil {
 					fail("client %d: %v", c, err)
 					return
@@ -115,15 +204,8 @@ func TestLoad(t *testing.T) {
 				mu.Unlock()
 				switch resp.StatusCode {
 				case http.StatusOK:
-					var r struct {
-						Actions map[string][][]float64 `json:"actions"`
-					}
-					if err := json.Unmarshal(body, &r); err != nil {
-						fail("client %d request %d: response: %v", c, i, err)
-						continue
-					}
-					if md, err := maxActionDiff(r.Actions, demo.Expected.Actions); err != nil || md > 1e-3 {
-						fail("client %d request %d: actions vs golden: max|d| %g, %v", c, i, md, err)
+					if err := shape.check(c, i, body); err != nil {
+						fail("client %d request %d: %v", c, i, err)
 					}
 				case http.StatusServiceUnavailable:
 					var eb errBody
@@ -161,8 +243,8 @@ func TestLoad(t *testing.T) {
 		}
 		return ok[min(len(ok)-1, int(p*float64(len(ok))))].Round(100 * time.Microsecond)
 	}
-	t.Logf("load: %d clients, %v, queue_depth %d: %d requests, %d x 200 (%.1f req/s), %d x 503 (queue_full, Retry-After)",
-		loadClients, elapsed.Round(time.Millisecond), loadQueueDepth, len(samples), len(ok),
+	t.Logf("load %s: %d clients, %v, queue_depth %d: %d requests, %d x 200 (%.1f req/s), %d x 503 (queue_full, Retry-After)",
+		shape.name, loadClients, elapsed.Round(time.Millisecond), loadQueueDepth, len(samples), len(ok),
 		float64(len(ok))/elapsed.Seconds(), n503)
 	t.Logf("load: 200 latency p50 %v p90 %v p99 %v max %v", pct(0.50), pct(0.90), pct(0.99), pct(1))
 	t.Logf("load: VmRSS MiB once a second: %v", rssSeries)
@@ -173,7 +255,7 @@ func TestLoad(t *testing.T) {
 	require.NotEmpty(t, ok, "no successful prediction under load")
 
 	// The process keeps serving after the load and stops cleanly.
-	st, _, body, err := postPredict(client, g.base, demo.Request, "application/json")
+	st, _, body, err := postPredict(client, g.base, shape.body(0, 0), "application/json")
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusOK, st, "%s", body)
 
@@ -187,5 +269,4 @@ func TestLoad(t *testing.T) {
 	} else {
 		t.Log("load: VmRSS not readable (no /proc); RSS check skipped")
 	}
-	require.NoError(t, g.stop(t), "exit status after SIGTERM")
 }
