@@ -45,18 +45,13 @@ const (
 
 // String returns tt-metal's lower-case ttnn dtype name.
 func (f Format) String() string {
-	switch f {
-	case Float32:
-		return "float32"
-	case BF16:
-		return "bfloat16"
-	case Bfp8b:
-		return "bfloat8_b"
-	case Bfp4b:
-		return "bfloat4_b"
+	if int(f) < len(formatNames) {
+		return formatNames[f]
 	}
 	return fmt.Sprintf("format(%d)", uint8(f))
 }
+
+var formatNames = [...]string{Float32: "float32", BF16: "bfloat16", Bfp8b: "bfloat8_b", Bfp4b: "bfloat4_b"}
 
 // Bytes is the size of one 32×32 tile in f, as tt-metal's Tile::get_tile_size
 // gives it on Blackhole: 4096, 2048, 1088 (64 exponent bytes + 1024) and 576
