@@ -88,19 +88,13 @@ func Tilize(dst, src []float32, rows, cols int) {
 	if len(src) < rows*cols || len(dst) != tr*tc*Elems {
 		panic(fmt.Sprintf("tile: Tilize %dx%d: src %d dst %d", rows, cols, len(src), len(dst)))
 	}
+	var rm [Elems]float32 // one tile, row-major
 	for ti := 0; ti < tr; ti++ {
 		for tj := 0; tj < tc; tj++ {
+			Extract(rm[:], src, rows, cols, ti, tj)
 			t := dst[(ti*tc+tj)*Elems : (ti*tc+tj+1)*Elems]
-			for r := 0; r < H; r++ {
-				gr := ti*H + r
-				for c := 0; c < W; c++ {
-					gc := tj*W + c
-					v := float32(0)
-					if gr < rows && gc < cols {
-						v = src[gr*cols+gc]
-					}
-					t[Index(r, c)] = v
-				}
+			for i, v := range rm {
+				t[Index(i/W, i%W)] = v
 			}
 		}
 	}
