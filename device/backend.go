@@ -10,7 +10,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 )
@@ -174,10 +175,5 @@ func Open(ctx context.Context, name string, opts Options) (Backend, error) {
 func Names() []string {
 	registryMu.RLock()
 	defer registryMu.RUnlock()
-	out := make([]string, 0, len(registry))
-	for n := range registry {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(registry))
 }

@@ -61,16 +61,13 @@ const (
 
 // String returns the reason as a metric label: "ttl", "capacity", "bytes".
 func (r EvictReason) String() string {
-	switch r {
-	case EvictTTL:
-		return "ttl"
-	case EvictCapacity:
-		return "capacity"
-	case EvictBytes:
-		return "bytes"
+	if r < numEvictReasons {
+		return evictReasonNames[r]
 	}
 	return fmt.Sprintf("EvictReason(%d)", uint8(r))
 }
+
+var evictReasonNames = [numEvictReasons]string{EvictTTL: "ttl", EvictCapacity: "capacity", EvictBytes: "bytes"}
 
 // DropReason says why Lookup withheld a session's chunk; "" means it did not.
 type DropReason string

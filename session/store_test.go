@@ -520,3 +520,11 @@ func TestRawState(t *testing.T) {
 		t.Errorf("RawState = %v after an Update without one", st.RawState)
 	}
 }
+
+func TestEvictReasonString(t *testing.T) {
+	for r, want := range map[EvictReason]string{EvictTTL: "ttl", EvictCapacity: "capacity", EvictBytes: "bytes", numEvictReasons: "EvictReason(3)"} {
+		if got := r.String(); got != want {
+			t.Errorf("EvictReason(%d).String() = %q, want %q", uint8(r), got, want)
+		}
+	}
+}

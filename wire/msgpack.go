@@ -110,6 +110,14 @@ func (m *Map) Get(name string) (any, bool) { return m.get(name, false) }
 // GetBin returns the value of the bin key name.
 func (m *Map) GetBin(name string) (any, bool) { return m.get(name, true) }
 
+// As returns the value of m's str key name as a T; ok is false when the
+// key is absent or its value is not a T (v is then T's zero value).
+func As[T any](m *Map, name string) (v T, ok bool) {
+	x, _ := m.Get(name)
+	v, ok = x.(T)
+	return v, ok
+}
+
 func (m *Map) get(name string, bin bool) (any, bool) {
 	for i, k := range m.Keys {
 		if k.Name == name && k.Bin == bin {

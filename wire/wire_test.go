@@ -473,3 +473,27 @@ func TestDecodeValueLimitAndDuplicates(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, NewMap(2).Set("a", int64(1)).Set("a", int64(2)), v)
 }
+
+func TestAs(t *testing.T) {
+	m := NewMap(3).Set("s", "x").Set("f", 1.5).SetBin("b", "bin")
+	for _, c := range []struct {
+		name   string
+		got    any
+		ok     bool
+		want   any
+		wantOK bool
+	}{
+		{"string", first(As[string](m, "s")), second(As[string](m, "s")), "x", true},
+		{"float64", first(As[float64](m, "f")), second(As[float64](m, "f")), 1.5, true},
+		{"wrong type", first(As[string](m, "f")), second(As[string](m, "f")), "", false},
+		{"absent", first(As[float64](m, "nope")), second(As[float64](m, "nope")), 0.0, false},
+		{"bin key is not a str key", first(As[string](m, "b")), second(As[string](m, "b")), "", false},
+	} {
+		if c.got != c.want || c.ok != c.wantOK {
+			t.Errorf("%s: As = %v, %v; want %v, %v", c.name, c.got, c.ok, c.want, c.wantOK)
+		}
+	}
+}
+
+func first[T any](v T, _ bool) any    { return v }
+func second[T any](_ T, ok bool) bool { return ok }

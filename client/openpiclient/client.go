@@ -184,33 +184,24 @@ type Result struct {
 // ParseResult reads a reply map.
 func ParseResult(m *wire.Map) (*Result, error) {
 	r := &Result{Groups: map[string]*wire.Array{}, PrevTotalMS: -1}
-	a, _ := m.Get("actions")
 	var ok bool
-	if r.Actions, ok = a.(*wire.Array); !ok {
+	if r.Actions, ok = wire.As[*wire.Array](m, "actions"); !ok {
 		return nil, errors.New("openpiclient: reply has no actions array")
 	}
-	if g, ok := m.Get("action_groups"); ok {
-		if gm, ok := g.(*wire.Map); ok {
-			for i, k := range gm.Keys {
-				if arr, ok := gm.Values[i].(*wire.Array); ok {
-					r.Groups[k.Name] = arr
-				}
+	if gm, ok := wire.As[*wire.Map](m, "action_groups"); ok {
+		for i, k := range gm.Keys {
+			if arr, ok := gm.Values[i].(*wire.Array); ok {
+				r.Groups[k.Name] = arr
 			}
 		}
 	}
-	if t, ok := m.Get("server_timing"); ok {
-		if tm, ok := t.(*wire.Map); ok {
-			if x, ok := tm.Get("infer_ms"); ok {
-				r.InferMS, _ = x.(float64)
-			}
-			if x, ok := tm.Get("prev_total_ms"); ok {
-				r.PrevTotalMS, _ = x.(float64)
-			}
+	if tm, ok := wire.As[*wire.Map](m, "server_timing"); ok {
+		r.InferMS, _ = wire.As[float64](tm, "infer_ms")
+		if x, ok := tm.Get("prev_total_ms"); ok { // absent: -1
+			r.PrevTotalMS, _ = x.(float64)
 		}
 	}
-	if id, ok := m.Get("request_id"); ok {
-		r.RequestID, _ = id.(string)
-	}
+	r.RequestID, _ = wire.As[string](m, "request_id")
 	return r, nil
 }
 

@@ -10,7 +10,8 @@ package rawobs
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/gr00tgw/gr00tgw/core/b64"
@@ -42,12 +43,7 @@ type Observation struct {
 
 // Cameras returns the camera keys, sorted.
 func (o *Observation) Cameras() []string {
-	out := make([]string, 0, len(o.Frames))
-	for k := range o.Frames {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(o.Frames))
 }
 
 // FromPredictJSON decodes a /predict JSON body.

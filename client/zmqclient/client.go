@@ -11,8 +11,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -197,15 +198,9 @@ func DecodeReply(b []byte) (any, error) {
 	if m, ok := v.(*wire.Map); ok {
 		if e, ok := m.Get("error"); ok {
 			se := &ServerError{Message: fmt.Sprint(e)}
-			if s, ok := m.Get("code"); ok {
-				se.Code, _ = s.(string)
-			}
-			if s, ok := m.Get("field"); ok {
-				se.Field, _ = s.(string)
-			}
-			if s, ok := m.Get("request_id"); ok {
-				se.RequestID, _ = s.(string)
-			}
+			se.Code, _ = wire.As[string](m, "code")
+			se.Field, _ = wire.As[string](m, "field")
+			se.RequestID, _ = wire.As[string](m, "request_id")
 			return nil, se
 		}
 	}
@@ -419,10 +414,10 @@ func (o *Observation) Batch(n int) *Observation {
 func (o *Observation) Value(f Form) any {
 	if f == Nested {
 		video, state := wire.NewMap(len(o.Video)), wire.NewMap(len(o.State))
-		for _, k := range sortedKeys(o.Video) {
+		for _, k := range slices.Sorted(maps.Keys(o.Video)) {
 			video.Set(k, o.Video[k])
 		}
-		for _, k := range sortedKeys(o.State) {
+		for _, k := range slices.Sorted(maps.Keys(o.State)) {
 			state.Set(k, o.State[k])
 		}
 		lang := make([]any, len(o.Language))
@@ -432,10 +427,10 @@ func (o *Observation) Value(f Form) any {
 		return wire.NewMap(3).Set("video", video).Set("state", state).Set("language", wire.NewMap(1).Set(o.LanguageKey, lang))
 	}
 	m := wire.NewMap(len(o.Video) + len(o.State) + 1)
-	for _, k := range sortedKeys(o.Video) {
+	for _, k := range slices.Sorted(maps.Keys(o.Video)) {
 		m.Set("video."+k, o.Video[k])
 	}
-	for _, k := range sortedKeys(o.State) {
+	for _, k := range slices.Sorted(maps.Keys(o.State)) {
 		m.Set("state."+k, o.State[k])
 	}
 	lang := make([]any, len(o.Language))
@@ -443,15 +438,6 @@ func (o *Observation) Value(f Form) any {
 		lang[i] = s
 	}
 	return m.Set(o.LanguageKey, lang)
-}
-
-func sortedKeys(m map[string]*wire.Array) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // GetAction calls get_action with the observation in form f and options

@@ -11,9 +11,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
-	"sort"
+	"slices"
 	"strings"
 	"syscall"
 )
@@ -50,12 +51,7 @@ var errUsage = errors.New("usage")
 // usage lists every subcommand (verbs as "group verb") with its summary.
 func usage(w io.Writer) {
 	fmt.Fprint(w, "usage: gr00tgw <command> [flags] [args]   (flags may come before or after args)\n\ncommands:\n")
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(commands)) {
 		c := commands[n]
 		if c.verbs == nil {
 			fmt.Fprintf(w, "  %-15s %s\n", n, c.summary)

@@ -63,18 +63,13 @@ const (
 
 // String returns the path name ("copy", "fast", "generic", "linear").
 func (p AreaPath) String() string {
-	switch p {
-	case AreaCopy:
-		return "copy"
-	case AreaFast:
-		return "fast"
-	case AreaGeneric:
-		return "generic"
-	case AreaLinear:
-		return "linear"
+	if p >= 0 && int(p) < len(areaPathNames) {
+		return areaPathNames[p]
 	}
 	return fmt.Sprintf("AreaPath(%d)", int(p))
 }
+
+var areaPathNames = [...]string{AreaCopy: "copy", AreaFast: "fast", AreaGeneric: "generic", AreaLinear: "linear"}
 
 // areaScales reproduces the scale computation of cv::resize/hal::resize.
 func areaScales(sw, sh, dw, dh int) (scaleX, scaleY, invX, invY float64, path AreaPath) {

@@ -6,10 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -176,14 +177,9 @@ func openIndex(path string) (*Set, error) {
 		}
 		shards[shard] = true
 	}
-	names := make([]string, 0, len(shards))
-	for n := range shards {
-		names = append(names, n)
-	}
-	sort.Strings(names)
 	s := &Set{byName: map[string]*File{}, Index: &idx}
 	dir := filepath.Dir(path)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(shards)) {
 		f, err := OpenFile(filepath.Join(dir, n))
 		if err != nil {
 			s.Close()
@@ -219,12 +215,7 @@ func (s *Set) Files() []*File { return s.files }
 
 // Names lists every tensor name, sorted.
 func (s *Set) Names() []string {
-	out := make([]string, 0, len(s.byName))
-	for n := range s.byName {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(s.byName))
 }
 
 // Info describes the tensor called name.

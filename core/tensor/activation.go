@@ -23,18 +23,13 @@ const (
 
 // String returns the activation's name as used in logs and flags.
 func (a Activation) String() string {
-	switch a {
-	case ActNone:
-		return "none"
-	case ActGELUTanh:
-		return "gelu_tanh"
-	case ActGELUErf:
-		return "gelu_erf"
-	case ActSiLU:
-		return "silu"
+	if a >= 0 && int(a) < len(activationNames) {
+		return activationNames[a]
 	}
 	return fmt.Sprintf("Activation(%d)", int(a))
 }
+
+var activationNames = [...]string{ActNone: "none", ActGELUTanh: "gelu_tanh", ActGELUErf: "gelu_erf", ActSiLU: "silu"}
 
 // FusedMatMul is implemented by Kernels that apply an activation while
 // storing the product, with the output tile still in L1, instead of in a

@@ -106,8 +106,9 @@ func TestMatMulActFused(t *testing.T) {
 }
 
 func TestActivationString(t *testing.T) {
-	require.Equal(t, "gelu_tanh", ActGELUTanh.String())
-	require.Equal(t, "Activation(9)", Activation(9).String())
+	for a, want := range map[Activation]string{ActNone: "none", ActGELUTanh: "gelu_tanh", ActGELUErf: "gelu_erf", ActSiLU: "silu", 9: "Activation(9)", -1: "Activation(-1)"} {
+		require.Equal(t, want, a.String())
+	}
 	require.Panics(t, func() { Activate(Activation(9), make([]float32, 3)) })
 }
 

@@ -53,23 +53,23 @@ func (p portableKernels) PackKNBF16(w []uint16, k, n int) Packed {
 // PackLinearBF16 packs w ([n, k] bf16 bits); bf16-storage variants keep the
 // bits as they are, the others widen into fp32 panels.
 func (bk *blockedKernels) PackLinearBF16(w []uint16, n, k int) Packed {
-	checkPack("PackLinearBF16", len(w), n, k)
-	if !bk.bf16w {
-		return bk.PackLinear(widenAll(w, n*k), n, k)
-	}
-	bp := bk.newPackedBF16(n, k)
-	packPanels(bp.h, w, n, k, bk.nr)
-	return bp
+	return bk.packBF16("PackLinearBF16", w, n, k, false)
 }
 
 // PackKNBF16 packs w ([k, n] bf16 bits) like PackLinearBF16.
 func (bk *blockedKernels) PackKNBF16(w []uint16, k, n int) Packed {
-	checkPack("PackKNBF16", len(w), n, k)
+	return bk.packBF16("PackKNBF16", w, n, k, true)
+}
+
+// packBF16 packs w ([n, k], or [k, n] when kn, bf16 bits) as
+// PackLinearBF16 says.
+func (bk *blockedKernels) packBF16(op string, w []uint16, n, k int, kn bool) Packed {
+	checkPack(op, len(w), n, k)
 	if !bk.bf16w {
-		return bk.PackKN(widenAll(w, n*k), k, n)
+		return bk.pack(op, widenAll(w, n*k), n, k, kn)
 	}
 	bp := bk.newPackedBF16(n, k)
-	packKNPanels(bp.h, w, k, n, bk.nr)
+	packLayout(bp.h, w, n, k, bk.nr, kn)
 	return bp
 }
 

@@ -129,13 +129,30 @@ func (bk *blockedKernels) newPacked(n, k int) *blockedPacked {
 // PackLinear packs w ([n, k], nn.Linear layout) into NR-wide panels. It
 // panics if len(w) < n*k.
 func (bk *blockedKernels) PackLinear(w []float32, n, k int) Packed {
-	checkPack("PackLinear", len(w), n, k)
+	return bk.pack("PackLinear", w, n, k, false)
+}
+
+// pack packs w ([n, k], or [k, n] when kn) into NR-wide fp32 panels,
+// narrowed to bf16 for the bf16-storage variants; op names the caller in
+// checkPack's panic.
+func (bk *blockedKernels) pack(op string, w []float32, n, k int, kn bool) Packed {
+	checkPack(op, len(w), n, k)
 	bp := bk.newPacked(n, k)
-	packPanels(bp.w, w, n, k, bk.nr)
+	packLayout(bp.w, w, n, k, bk.nr, kn)
 	if bk.bf16w {
 		bp.narrow()
 	}
 	return bp
+}
+
+// packLayout is packPanels for src [n, k], packKNPanels for src [k, n]
+// (kn).
+func packLayout[T uint16 | float32](dst, src []T, n, k, nr int, kn bool) {
+	if kn {
+		packKNPanels(dst, src, k, n, nr)
+	} else {
+		packPanels(dst, src, n, k, nr)
+	}
 }
 
 // packPanels transposes the rows of src ([n, k], nn.Linear layout) into
@@ -273,13 +290,7 @@ var littleEndian = func() bool {
 // PackKN packs w ([k, n], x·W layout) into NR-wide panels. It panics if
 // len(w) < k*n.
 func (bk *blockedKernels) PackKN(w []float32, k, n int) Packed {
-	checkPack("PackKN", len(w), n, k)
-	bp := bk.newPacked(n, k)
-	packKNPanels(bp.w, w, k, n, bk.nr)
-	if bk.bf16w {
-		bp.narrow()
-	}
-	return bp
+	return bk.pack("PackKN", w, n, k, true)
 }
 
 // gemmState is the per-call state of one MatMul: arguments, the blocking

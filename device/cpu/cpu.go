@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -103,12 +104,7 @@ func RegisterPolicy(name string, build func() (Policy, error)) {
 func Policies() []string {
 	policyMu.RLock()
 	defer policyMu.RUnlock()
-	out := make([]string, 0, len(policies))
-	for n := range policies {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(policies))
 }
 
 // Tap receives a named intermediate tensor during PredictTaps. Per-step

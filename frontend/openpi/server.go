@@ -37,15 +37,6 @@ import (
 	"github.com/gr00tgw/gr00tgw/service"
 )
 
-// Defaults of Options (frontend's).
-const (
-	DefaultMaxMessageBytes = frontend.DefaultMaxMessageBytes
-	DefaultIdleTimeout     = frontend.DefaultIdleTimeout
-	DefaultReadTimeout     = frontend.DefaultReadTimeout
-	DefaultWriteTimeout    = frontend.DefaultWriteTimeout
-	DefaultMaxConnections  = frontend.DefaultMaxConnections
-)
-
 // Options configure New.
 type Options struct {
 	// Gateway serves the predictions (required).

@@ -33,15 +33,12 @@ import (
 	"github.com/gr00tgw/gr00tgw/wire/zmtp"
 )
 
-// Defaults of Options (the connection limits' are frontend's).
+// DefaultMaxBatch is Options.MaxBatch's default; the connection limits'
+// defaults are frontend's (frontend.Limits).
+const DefaultMaxBatch = 8
+
 const (
-	DefaultMaxMessageBytes = frontend.DefaultMaxMessageBytes
-	DefaultMaxBatch        = 8
-	DefaultIdleTimeout     = frontend.DefaultIdleTimeout
-	DefaultReadTimeout     = frontend.DefaultReadTimeout
-	DefaultWriteTimeout    = frontend.DefaultWriteTimeout
-	DefaultMaxConnections  = frontend.DefaultMaxConnections
-	handshakeTimeout       = 10 * time.Second
+	handshakeTimeout = 10 * time.Second
 	// discardMin is the smallest over-limit message that is read and
 	// dropped (to answer an error and keep the connection) rather than
 	// ending the connection: bytes read, never held.

@@ -349,7 +349,9 @@ func TestFormatBytes(t *testing.T) {
 	assert.Equal(t, 2048, BF16.Bytes())
 	assert.Equal(t, 1088, Bfp8b.Bytes())
 	assert.Equal(t, 576, Bfp4b.Bytes())
-	assert.Equal(t, "bfloat8_b", Bfp8b.String())
+	for f, want := range map[Format]string{Float32: "float32", BF16: "bfloat16", Bfp8b: "bfloat8_b", Bfp4b: "bfloat4_b", 4: "format(4)"} {
+		assert.Equal(t, want, f.String())
+	}
 }
 
 // FuzzBfp8Row checks the scalar converter against an independent float64

@@ -45,18 +45,13 @@ const (
 
 // String returns tt-metal's lower-case ttnn dtype name.
 func (f Format) String() string {
-	switch f {
-	case Float32:
-		return "float32"
-	case BF16:
-		return "bfloat16"
-	case Bfp8b:
-		return "bfloat8_b"
-	case Bfp4b:
-		return "bfloat4_b"
+	if int(f) < len(formatNames) {
+		return formatNames[f]
 	}
 	return fmt.Sprintf("format(%d)", uint8(f))
 }
+
+var formatNames = [...]string{Float32: "float32", BF16: "bfloat16", Bfp8b: "bfloat8_b", Bfp4b: "bfloat4_b"}
 
 // Bytes is the size of one 32×32 tile in f, as tt-metal's Tile::get_tile_size
 // gives it on Blackhole: 4096, 2048, 1088 (64 exponent bytes + 1024) and 576
@@ -93,19 +88,13 @@ func Tilize(dst, src []float32, rows, cols int) {
 	if len(src) < rows*cols || len(dst) != tr*tc*Elems {
 		panic(fmt.Sprintf("tile: Tilize %dx%d: src %d dst %d", rows, cols, len(src), len(dst)))
 	}
+	var rm [Elems]float32 // one tile, row-major
 	for ti := 0; ti < tr; ti++ {
 		for tj := 0; tj < tc; tj++ {
+			Extract(rm[:], src, rows, cols, ti, tj)
 			t := dst[(ti*tc+tj)*Elems : (ti*tc+tj+1)*Elems]
-			for r := 0; r < H; r++ {
-				gr := ti*H + r
-				for c := 0; c < W; c++ {
-					gc := tj*W + c
-					v := float32(0)
-					if gr < rows && gc < cols {
-						v = src[gr*cols+gc]
-					}
-					t[Index(r, c)] = v
-				}
+			for i, v := range rm {
+				t[Index(i/W, i%W)] = v
 			}
 		}
 	}

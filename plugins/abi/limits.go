@@ -2,8 +2,9 @@ package abi
 
 import (
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 )
 
 // ActionLimit is one action group's safety limits, declared in the plugin
@@ -125,12 +126,7 @@ func (l *ActionLimit) JumpState(g *ActionGroup) string {
 // group: its reference is the description's state_key). Keys are checked
 // in sorted order, so the error reported is stable.
 func CheckActionLimits(d *Description, limits map[string]ActionLimit) error {
-	keys := make([]string, 0, len(limits))
-	for k := range limits {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(limits)) {
 		l := limits[k]
 		if err := l.Validate(k); err != nil {
 			return err

@@ -79,26 +79,14 @@ func (d DType) Size() int {
 
 // String returns the OIP name of d.
 func (d DType) String() string {
-	switch d {
-	case Bool:
-		return "BOOL"
-	case Uint8:
-		return "UINT8"
-	case Int32:
-		return "INT32"
-	case Int64:
-		return "INT64"
-	case FP16:
-		return "FP16"
-	case BF16:
-		return "BF16"
-	case FP32:
-		return "FP32"
-	case FP64:
-		return "FP64"
+	if int(d) < len(dtypeNames) && dtypeNames[d] != "" {
+		return dtypeNames[d]
 	}
 	return fmt.Sprintf("DType(%d)", uint8(d))
 }
+
+// dtypeNames is indexed by DType; 0 is not a type.
+var dtypeNames = [...]string{Bool: "BOOL", Uint8: "UINT8", Int32: "INT32", Int64: "INT64", FP16: "FP16", BF16: "BF16", FP32: "FP32", FP64: "FP64"}
 
 // FlagByHandle marks a descriptor-only tensor: dims and dtype are set, no
 // data is carried (data_off = data_len = 0). Images cross the boundary this

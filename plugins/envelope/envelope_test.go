@@ -212,3 +212,11 @@ func TestPadAttrsKeepsLayout(t *testing.T) {
 	_, err := b.PadAttrs(12).Attr("a", "b").Bytes()
 	assert.ErrorContains(t, err, "multiple of 8")
 }
+
+func TestDTypeString(t *testing.T) {
+	want := map[DType]string{0: "DType(0)", Bool: "BOOL", Uint8: "UINT8", Int32: "INT32", Int64: "INT64",
+		FP16: "FP16", BF16: "BF16", FP32: "FP32", FP64: "FP64", 9: "DType(9)", 255: "DType(255)"}
+	for d, name := range want {
+		assert.Equal(t, name, d.String())
+	}
+}
