@@ -71,12 +71,6 @@ func TestE2ESessionRTC(t *testing.T) {
 	assert.Equal(t, plain, afterReset["action_pred_normalized"], "no chunk: the plain chunk")
 
 	// The reference for the robot protocols: HTTP with the chunk sent.
-	var prev []float32
-	for _, r := range first {
-		for _, x := range r.([]any) {
-			prev = append(prev, float32(x.(float64)))
-		}
-	}
 	want := postDemo(t, g, demo, func(m map[string]any) {
 		delete(m, "noise")
 		m["seed"] = 11
