@@ -2,6 +2,8 @@ package service
 
 import (
 	"math"
+	"slices"
+	"strings"
 
 	"github.com/gr00tgw/gr00tgw/wire"
 )
@@ -121,4 +123,20 @@ func (r *RTCReport) Wire() *wire.Map {
 		m.Set("mode", r.Mode).Set("shift", int64(r.Shift))
 	}
 	return m
+}
+
+// CheckOptionKeys refuses a key of a robot protocol's options map m that is
+// neither a real-time chunking option (action_horizon, rtc_overlap_steps,
+// rtc_frozen_steps, rtc_ramp_rate, rtc_prev_action) nor one of extra (the
+// protocol's own, e.g. ZeroMQ's embodiment, seed, session_id): a misspelt
+// option is a schema error naming field, as /predict's options are, never
+// silently ignored.
+func CheckOptionKeys(m *wire.Map, field string, extra ...string) error {
+	for _, k := range m.Keys {
+		if k.Bin || !(slices.Contains(rtcOptionKeys, k.Name) || k.Name == fieldRTCPrev || slices.Contains(extra, k.Name)) {
+			want := append(append(slices.Clone(extra), rtcOptionKeys...), fieldRTCPrev)
+			return SchemaError(field, "%s: unknown key %q (want %s)", field, k.Name, strings.Join(want, ", "))
+		}
+	}
+	return nil
 }

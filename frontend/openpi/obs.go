@@ -101,6 +101,9 @@ func mapObservation(data []byte, g service.Service, lim wire.Limits) (*service.R
 			if !ok {
 				return nil, nil, schema(KeyOptions, "options: expected a map, got %s", wire.TypeName(x))
 			}
+			if err := service.CheckOptionKeys(om, KeyOptions); err != nil {
+				return nil, nil, err
+			}
 			if r.Options, r.RTCPrev, r.RTCPrevRows, err = service.RTCFromWire(om, KeyOptions); err != nil {
 				return nil, nil, err
 			}

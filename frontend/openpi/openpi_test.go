@@ -475,5 +475,11 @@ func TestInferRTCOptions(t *testing.T) {
 	_, err = c.Infer(context.Background(), bad)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "options.rtc_frozen_steps")
+	// A misspelt option is refused, never ignored.
+	typo := droidObs()
+	typo.Set("options", wire.NewMap(1).Set("rtc_frozen_step", int64(2)))
+	_, err = dial(t, addr, openpiclient.Options{}).Infer(context.Background(), typo) // the error closed c
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `options: unknown key "rtc_frozen_step"`)
 	assert.Equal(t, "options.rtc_prev_action", protoError(service.Invalid("rtc_prev_action", "rtc_prev_action: x")).(*service.HandlerError).Field)
 }

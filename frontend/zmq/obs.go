@@ -52,8 +52,8 @@ type batch struct {
 // embodiment tag, an optional seed, and real-time chunking under
 // upstream's names (action_horizon, rtc_overlap_steps, rtc_frozen_steps,
 // rtc_ramp_rate) with the previous chunk as rtc_prev_action (a float
-// array [rows, action_dim] or [1, rows, action_dim], normalised). Other
-// keys are ignored, as upstream ignores options.
+// array [rows, action_dim] or [1, rows, action_dim], normalised). Any
+// other key is refused (a misspelt option must not be silently ignored).
 type options struct {
 	embodiment string
 	seed       *uint64
@@ -79,6 +79,9 @@ func parseOptions(v any, field string) (options, error) {
 	m, ok := v.(*wire.Map)
 	if !ok {
 		return o, schema(field, "%s: expected a map or nil, got %s", field, wire.TypeName(v))
+	}
+	if err := service.CheckOptionKeys(m, field, "embodiment", "seed", "session_id"); err != nil {
+		return o, err
 	}
 	if e, ok := m.Get("embodiment"); ok && e != nil {
 		s, ok := e.(string)

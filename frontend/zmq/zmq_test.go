@@ -725,6 +725,7 @@ func TestGetActionRTCOptions(t *testing.T) {
 		{"prev a list", "rtc_prev_action", []any{1.0}, "options.rtc_prev_action"},
 		{"prev 1-D", "rtc_prev_action", wire.Float32Array([]int{132}, prev[:132]), "options.rtc_prev_action"},
 		{"prev NaN", "rtc_prev_action", wire.Float32Array([]int{1, 132}, append([]float32{float32(math.NaN())}, prev[1:132]...)), "options.rtc_prev_action"},
+		{"unknown option", "rtc_overlap_step", int64(12), `options: unknown key "rtc_overlap_step"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := opts()
