@@ -124,7 +124,7 @@ func newSessionStore(m metric.Meter, cfgMax int, ttl time.Duration, maxBytes int
 // reset, an openpi reconnect) and reports whether it existed. field names
 // the id in the error of an invalid one (a 400 *HandlerError).
 func (s *Core) ResetSession(id, field string) (bool, error) {
-	if err := checkSessionID(id, field); err != nil {
+	if err := CheckSessionID(id, field); err != nil {
 		return false, err
 	}
 	ok := s.sessions.Reset(id)
@@ -139,9 +139,7 @@ func (s *Core) SessionStats() session.Stats { return s.sessions.Stats() }
 
 // CheckSessionID validates a session id as every front end must: a 400
 // *HandlerError naming field ("" is "session") for an invalid one.
-func CheckSessionID(id, field string) error { return checkSessionID(id, field) }
-
-func checkSessionID(id, field string) error {
+func CheckSessionID(id, field string) error {
 	if field == "" {
 		field = fieldSession
 	}
@@ -177,7 +175,7 @@ func (p *prediction) resolveRTC() error {
 	r, info, model := p.r, &p.info, &p.deps.Model
 	var st *session.State
 	if r.Session != "" || r.SessionField != "" { // a named but empty id is refused too
-		if err := checkSessionID(r.Session, r.SessionField); err != nil {
+		if err := CheckSessionID(r.Session, r.SessionField); err != nil {
 			return err
 		}
 		if s, ok := p.s.sessions.Lookup(r.Session, info.Name, info.PluginVersion); ok {
@@ -199,7 +197,7 @@ func (p *prediction) resolveRTC() error {
 		return invalid(fieldOptions+"."+k, "options.%s: %s", k, why)
 	}
 	needHz := func(k string) error {
-		if hz > 0 && !math.IsInf(hz, 0) {
+		if hz > 0 { // control_hz, when declared, is finite and > 0 (the manifest refuses others)
 			return nil
 		}
 		return autoErr(k, fmt.Sprintf("\"auto\" needs the embodiment's control rate, and plugin %s %s declares no control_hz: send an integer",
